@@ -1,0 +1,248 @@
+"""Tensors by hand: views, broadcasting, scatter and gather built from strides and indexing.
+
+(张量手写实现：用步长与索引实现 view、广播、scatter、gather 与 one_hot。)
+"""
+
+import operator
+from collections.abc import Sequence
+
+import torch
+
+
+
+def view(x, *shape):
+    """Return ``x.view(*shape)`` built with ``as_strided``: same memory, new shape and strides.
+
+    按 PyTorch 的步长兼容规则计算新步长，用 as_strided 实现 view（与原张量共享内存）。
+
+    Must match ``Tensor.view`` exactly: the same shape **and strides**, the same storage and
+    ``storage_offset`` (a write through the result shows in ``x``), gradients flow back to ``x``.
+    ``shape`` is given as ints (``view(x, 2, 3)``) or as one tuple/list/``torch.Size``
+    (``view(x, (2, 3))``); one entry may be ``-1`` and is inferred from ``x.numel()``.
+
+    Non-contiguous inputs work exactly where ``Tensor.view`` works. Group the dims of ``x``, from
+    the last one, into "chunks" of dims that are contiguous with each other (``stride[d-1] ==
+    size[d] * stride[d]``, size-1 dims never break a chunk); every chunk must be covered by
+    consecutive new dims whose sizes multiply to the chunk's element count, and inside a chunk the
+    new strides are contiguous multiples of the chunk's last stride. A 0-dim ``x`` gives all
+    strides 1; an ``x`` with no elements gets contiguous strides (or keeps its own for the same
+    shape).
+
+    Raises ``RuntimeError`` as ``Tensor.view`` does: "shape '[4, 2]' is invalid for input of size
+    6", "only one dimension can be inferred", "invalid shape dimension -2 ...", a ``-1`` that is
+    ambiguous for a tensor with no elements, and "view size is not compatible with input tensor's
+    size and stride ..." when some new dim would span two chunks. No shape at all, or a non-int
+    entry, raises ``TypeError`` (as ``x.view()`` does).
+
+    Example::
+
+        >>> x = torch.randn(5, 4)
+        >>> view(x, 20).shape, view(x, -1, 5).shape  # -1 is inferred from the other dims
+        (torch.Size([20]), torch.Size([4, 5]))
+        >>> y = view(x, 2, 10)
+        >>> y[0, 0] = 100.
+        >>> x[0, 0]  # shared memory: the write through y shows in x
+        tensor(100.)
+        >>> t = torch.tensor([[0, 1, 2], [3, 4, 5]]).t()  # non-contiguous, strides (1, 3)
+        >>> view(t, 3, 1, 2).stride()
+        (1, 6, 3)
+        >>> view(t, 6)
+        Traceback (most recent call last):
+            ...
+        RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.
+
+    Forbidden: view, view_as, reshape, reshape_as, flatten, unflatten, contiguous, clone, _unsafe_view.
+    """
+    raise NotImplementedError("view: not implemented yet")
+
+
+def broadcast_shape(*shapes):
+    """Return the shape that all ``shapes`` broadcast to, as a tuple of ints.
+
+    计算若干形状按广播规则得到的结果形状（与 torch.broadcast_shapes 相同）。
+
+    As ``torch.broadcast_shapes``: align the shapes on the right; in each position the sizes must
+    be equal or 1 (a missing leading dim counts as 1), and the result takes the size that is not 1.
+    An int ``n`` stands for the shape ``(n,)``, ``None`` entries are skipped, and no shapes give
+    ``()``. Size 0 broadcasts like any other size (``(0,)`` with ``(1,)`` gives ``(0,)``).
+
+    Raises ``RuntimeError`` for incompatible shapes ("Attempting to broadcast a dimension of
+    length 2 at -1! ...") and for an entry that is not an int or a sequence of ints;
+    ``ValueError`` when a negative size would be broadcast into the result.
+
+    Example::
+
+        >>> broadcast_shape((1, 2), (3, 1))  # the shape of x + y for x: (1, 2), y: (3, 1)
+        (3, 2)
+        >>> broadcast_shape((2,), (3, 1), (1, 1, 1))
+        (1, 3, 2)
+        >>> broadcast_shape((3,), (2,))
+        Traceback (most recent call last):
+            ...
+        RuntimeError: Attempting to broadcast a dimension of length 2 at -1! Mismatching argument at index 1 had (2,); but expected shape should be broadcastable to [3]
+
+    Forbidden: broadcast_shapes, broadcast_tensors, broadcast_to, expand.
+    """
+    raise NotImplementedError("broadcast_shape: not implemented yet")
+
+
+def broadcast_to(x, shape):
+    """Return ``x`` broadcast to ``shape`` without copying: a stride-0 view built with ``as_strided``.
+
+    用 as_strided 和 0 步长实现广播（不复制数据，与原张量共享内存）。
+
+    As ``torch.broadcast_to`` (that is ``x.expand(shape)``): align ``x``'s dims with the right end of
+    ``shape``; a dim of size 1 may grow to any size and gets stride 0, a dim whose size is kept keeps
+    its stride, ``-1`` keeps the existing size (not allowed in a new leading dim), and new leading
+    dims get stride 0 when their size is not 1 (a new size-1 dim gets ``size * stride`` of the dim
+    after it, as ATen does). A 0-dim ``x`` gets stride 0 everywhere. The result shares storage and
+    ``storage_offset`` with ``x`` and is differentiable (the gradient sums over broadcast dims).
+
+    Raises ``RuntimeError`` when ``shape`` has fewer dims than ``x``, when a size differs from a
+    non-1 size of ``x``, for ``-1`` in a new leading dim, and for any other negative size.
+
+    Example::
+
+        >>> x = torch.tensor([[1, 2]])
+        >>> y = broadcast_to(x, (3, 2))
+        >>> y
+        tensor([[1, 2],
+                [1, 2],
+                [1, 2]])
+        >>> y.stride()
+        (0, 1)
+        >>> broadcast_to(torch.arange(3), (2, 1, 3)).stride()
+        (0, 3, 1)
+
+    Forbidden: expand, expand_as, broadcast_to, broadcast_tensors, repeat, tile.
+    """
+    raise NotImplementedError("broadcast_to: not implemented yet")
+
+
+def scatter_(target, dim, index, src):
+    """Write ``src`` into ``target`` at the positions ``index`` gives along ``dim``, in place.
+
+    按 index 在 dim 维上把 src 的值原地写入 target（与 Tensor.scatter_ 相同），返回 target 本身。
+
+    As ``target.scatter_(dim, index, src)``. For a 3-D ``target``::
+
+        target[index[i][j][k]][j][k] = src[i][j][k]  # if dim == 0
+        target[i][index[i][j][k]][k] = src[i][j][k]  # if dim == 1
+        target[i][j][index[i][j][k]] = src[i][j][k]  # if dim == 2
+
+    and likewise for any rank. ``dim`` may be negative; ``src`` is a tensor of ``target``'s dtype
+    or a Python number (written everywhere ``index`` points). ``index`` (int64 or int32) has the
+    same number of dims as ``target`` and ``src`` (a 0-dim tensor counts as 1-dim), with
+    ``index.size(d) <= target.size(d)`` for ``d != dim`` and ``index.size(d) <= src.size(d)`` for
+    every ``d``; only the leading ``index.shape`` block of ``src`` is used. An empty ``index`` writes
+    nothing. Which value wins when ``index`` repeats a position is unspecified (as in PyTorch).
+    Differentiable with respect to ``target`` (when it is not a leaf) and ``src``.
+
+    Everything is validated before anything is written, so on error ``target`` is unchanged:
+    ``IndexError`` for ``dim`` out of range; ``RuntimeError`` for an index dtype other than
+    int64/int32, a ``src`` of another dtype, mismatched ranks or sizes, and an index value outside
+    ``[0, target.size(dim))`` ("index 3 is out of bounds for dimension 0 with size 3").
+
+    Example::
+
+        >>> src = torch.arange(1, 11).reshape((2, 5))
+        >>> index = torch.tensor([[0, 1, 2, 0]])
+        >>> scatter_(torch.zeros(3, 5, dtype=src.dtype), 0, index, src)
+        tensor([[1, 0, 0, 4, 0],
+                [0, 2, 0, 0, 0],
+                [0, 0, 3, 0, 0]])
+        >>> scatter_(torch.zeros(2, 4), 1, torch.tensor([[1], [3]]), 7.0)
+        tensor([[0., 7., 0., 0.],
+                [0., 0., 0., 7.]])
+
+    Forbidden: the scatter family (scatter, scatter_, scatter_add, scatter_add_, scatter_reduce, scatter_reduce_).
+    """
+    raise NotImplementedError("scatter_: not implemented yet")
+
+
+def scatter_add_(target, dim, index, src):
+    """Add ``src`` into ``target`` at the positions ``index`` gives along ``dim``, in place.
+
+    按 index 在 dim 维上把 src 原地累加到 target（重复的位置会累加），返回 target 本身。
+
+    As ``target.scatter_add_(dim, index, src)``: the same addressing, shape rules and errors as
+    :func:`scatter_`, but ``target[...index...] += src[...]``, so values whose index repeats a
+    position all add up. ``src`` must be a tensor of ``target``'s dtype. Validated before writing:
+    on error ``target`` is unchanged. Differentiable like :func:`scatter_`.
+
+    Example::
+
+        >>> scatter_add_(torch.zeros(3), 0, torch.tensor([1, 1, 1]), torch.tensor([5., 6., 7.]))
+        tensor([ 0., 18.,  0.])
+        >>> scatter_add_(torch.ones(2, 3), 1, torch.tensor([[0, 0], [2, 1]]), torch.ones(2, 2))
+        tensor([[3., 1., 1.],
+                [1., 2., 2.]])
+
+    Forbidden: the scatter family (scatter, scatter_, scatter_add, scatter_add_, scatter_reduce, scatter_reduce_), index_add, index_add_.
+    """
+    raise NotImplementedError("scatter_add_: not implemented yet")
+
+
+def gather(x, dim, index):
+    """Read ``x`` at the positions ``index`` gives along ``dim``; the result has ``index``'s shape.
+
+    按 index 在 dim 维上从 x 取值，结果形状与 index 相同（与 torch.gather 相同）。
+
+    As ``torch.gather(x, dim, index)``. For a 3-D ``x``::
+
+        out[i][j][k] = x[index[i][j][k]][j][k]  # if dim == 0
+        out[i][j][k] = x[i][index[i][j][k]][k]  # if dim == 1
+        out[i][j][k] = x[i][j][index[i][j][k]]  # if dim == 2
+
+    and likewise for any rank; ``dim`` may be negative. ``index`` (int64 or int32) has as many dims
+    as ``x`` (a 0-dim tensor counts as 1-dim) and ``index.size(d) <= x.size(d)`` for ``d != dim``
+    (along ``dim`` it may be larger: positions can repeat). The result has ``x``'s dtype and
+    device, and the gradient flows back to ``x`` (repeated positions accumulate). An empty
+    ``index`` gives an empty result of ``index``'s shape without further checks.
+
+    Raises ``IndexError`` for ``dim`` out of range and ``RuntimeError`` for another index dtype,
+    mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``.
+
+    Example::
+
+        >>> x = torch.arange(12.).reshape(3, 4)
+        >>> gather(x, 1, torch.tensor([[0, 0], [1, 0], [3, 3]]))
+        tensor([[ 0.,  0.],
+                [ 5.,  4.],
+                [11., 11.]])
+        >>> gather(x, 0, torch.tensor([[2, 1, 0, 1]]))
+        tensor([[8., 5., 2., 7.]])
+
+    Forbidden: gather, take_along_dim.
+    """
+    raise NotImplementedError("gather: not implemented yet")
+
+
+def one_hot(labels, num_classes):
+    """Return the one-hot encoding of int64 ``labels``, built with your own :func:`scatter_`.
+
+    用自己写的 scatter_ 实现 one-hot 编码（与 torch.nn.functional.one_hot 相同，结果为 int64）。
+
+    As ``torch.nn.functional.one_hot(labels, num_classes)``: the result has shape
+    ``labels.shape + (C,)``, dtype int64, ``labels``' device, with ``out[..., labels[...]] = 1`` and
+    0 elsewhere. ``num_classes=-1`` means ``C = labels.max() + 1``. Build it as zeros and scatter 1
+    along the last dim with ``labels.unsqueeze(-1)`` as the index.
+
+    Raises ``RuntimeError`` like PyTorch, checked in this order: labels not int64 ("one_hot is only
+    applicable to index tensor of type LongTensor."); empty labels with ``num_classes <= 0`` ("Can
+    not infer total number of classes from empty tensor."); a negative label ("Class values must
+    be non-negative."); a label ``>= num_classes`` when ``num_classes != -1`` ("Class values must be
+    smaller than num_classes."). Empty labels with ``num_classes > 0`` give an empty result.
+
+    Example::
+
+        >>> one_hot(torch.tensor([0, 2, 1]), -1)
+        tensor([[1, 0, 0],
+                [0, 0, 1],
+                [0, 1, 0]])
+        >>> one_hot(torch.tensor([3]), 5)
+        tensor([[0, 0, 0, 1, 0]])
+
+    Forbidden: one_hot.
+    """
+    raise NotImplementedError("one_hot: not implemented yet")

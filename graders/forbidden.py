@@ -1,0 +1,149 @@
+"""Forbidden calls: names seen while the student's code ran, and a static scan of its source.
+
+Patterns come from the assignment file (``forbidden:`` per exercise or target) and use shell-style
+wildcards. A bare pattern (``view``, ``*pool*``) matches a torch function or Tensor method by name,
+at run time and in the source; a dotted pattern (``torch.optim.*``) matches a resolved dotted name
+in the source only, where imports and aliases (``import torch.nn.functional as F``) are followed.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ForbiddenCall:
+    """One use of a forbidden name: what was used, the rule it breaks, and where."""
+
+    name: str
+    pattern: str
+    where: str
+
+    def message(self, target: str) -> str:
+        rule = f"`{self.pattern}`" if self.pattern == self.name else f"`{self.pattern}` (here `{self.name}`)"
+        return f"forbidden call: {target} may not use {rule}, found at {self.where}"
+
+
+def _match(name: str, patterns: tuple[str, ...]) -> str | None:
+    bare = name.split(".")[-1]
+    for pattern in patterns:
+        if "." in pattern:
+            if fnmatch.fnmatchcase(name, pattern):
+                return pattern
+        elif fnmatch.fnmatchcase(bare, pattern):
+            return pattern
+    return None
+
+
+def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list[ForbiddenCall]:
+    """Forbidden names among the calls the sandbox recorded (only calls made from the student's files)."""
+    found = []
+    for name, where in calls.items():
+        if not where or not isinstance(where, str):
+            continue  # made by the probe, not the student's code
+        pattern = _match(name.split(".")[0] if name.endswith((".default", ".Tensor")) else name, patterns)
+        if pattern:
+            file, _, line = where.rpartition(":")
+            found.append(ForbiddenCall(name, pattern, f"{file} line {line} (seen while it ran)"))
+    return found
+
+
+class _Aliases(ast.NodeVisitor):
+    """Maps local names to the dotted names they were imported as."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.names[alias.asname] = alias.name
+            else:
+                self.names[alias.name.split(".")[0]] = alias.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}" if node.module else alias.name
+
+
+def _dotted(node: ast.AST, aliases: dict[str, str]) -> tuple[str, bool] | None:
+    """The dotted name of an expression like ``F.conv2d`` or ``x.view``; and whether its root is an import."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        if node.id in aliases:
+            return ".".join([aliases[node.id], *reversed(parts)]), True
+        return ".".join([node.id, *reversed(parts)]), False
+    if parts:  # e.g. (x + 1).view(...): the root is an expression
+        return ".".join(["<expr>", *reversed(parts)]), False
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
+def static_violations(path: Path, target: str, patterns: tuple[str, ...]) -> list[ForbiddenCall]:
+    """Forbidden names used in the source of `target` and of the module-level helpers it reaches."""
+    if not patterns:
+        return []
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return list(_scan(source, path.name, target, patterns))
+
+
+@functools.lru_cache(maxsize=1024)
+def _scan(source: str, filename: str, target: str, patterns: tuple[str, ...]) -> tuple[ForbiddenCall, ...]:
+    tree = _parse(source)
+    if tree is None:
+        return ()
+    collector = _Aliases()
+    collector.visit(tree)
+    aliases = collector.names
+    definitions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for node in tree.body:  # `helper = other_function` at module level
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    definitions.setdefault(t.id, node)
+    if target not in definitions:
+        return ()
+    found: dict[tuple[str, int], ForbiddenCall] = {}
+    seen, todo = set(), [target]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in definitions:
+            continue
+        seen.add(name)
+        for node in ast.walk(definitions[name]):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if node.id in definitions:
+                    todo.append(node.id)
+                    continue
+                if node.id in aliases and node.id not in definitions:
+                    dotted = aliases[node.id]
+                    if dotted.startswith("torch") and (pattern := _match(dotted, patterns)):
+                        found[(dotted, node.lineno)] = ForbiddenCall(dotted, pattern, f"{filename} line {node.lineno}")
+            elif isinstance(node, ast.Attribute):
+                resolved = _dotted(node, aliases)
+                if resolved and (pattern := _match(resolved[0], patterns)):
+                    shown = resolved[0].replace("<expr>.", "")
+                    found[(shown, node.lineno)] = ForbiddenCall(shown, pattern, f"{filename} line {node.lineno}")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                  and isinstance(node.args[1].value, str) and (pattern := _match(node.args[1].value, patterns))):
+                found[(node.args[1].value, node.lineno)] = ForbiddenCall(
+                    f"getattr(..., {node.args[1].value!r})", pattern, f"{filename} line {node.lineno}")
+    return tuple(sorted(found.values(), key=lambda c: int(c.where.rsplit(" ", 1)[-1])))

@@ -1,0 +1,66 @@
+"""Plain data across the trust boundary: ``torch.save`` out, a weights-only load in."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import torch
+
+#: The largest frame either side accepts (a reply bigger than this is refused, not buffered).
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+#: How deep nested containers may go before a reply is refused.
+MAX_DEPTH = 32
+
+_SCALARS = (str, int, float, bool, complex, bytes, type(None), torch.dtype, torch.device)
+
+
+class WireError(Exception):
+    """A frame that is not plain data (a tensor subclass, an object, too big or too deep)."""
+
+
+def encode(obj: Any) -> bytes:
+    """Serialise plain data (tensors, numbers, strings, lists, tuples, dicts)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def decode(frame: bytes) -> Any:
+    """Load a frame without running code or building foreign classes; reject anything not plain."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise WireError(f"reply of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES} byte limit")
+    try:
+        obj = torch.load(io.BytesIO(frame), weights_only=True, map_location=_map_location)
+    except Exception as e:  # the weights-only unpickler refuses classes, subclasses and globals
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WireError(f"reply is not plain data ({first_line[:200]})") from None
+    check_plain(obj)
+    return obj
+
+
+def _map_location(storage: Any, location: str) -> Any:
+    # A CUDA tensor stays on CUDA where CUDA exists; elsewhere the load fails cleanly.
+    return storage
+
+
+def check_plain(obj: Any, depth: int = 0) -> None:
+    """Raise WireError unless obj is built only from plain types and exact torch.Tensors."""
+    if depth > MAX_DEPTH:
+        raise WireError(f"reply nests deeper than {MAX_DEPTH} levels")
+    kind = type(obj)
+    if kind is torch.Tensor:
+        return
+    if kind in _SCALARS or kind is torch.Size:
+        return
+    if kind in (list, tuple):
+        for item in obj:
+            check_plain(item, depth + 1)
+        return
+    if kind is dict:
+        for key, value in obj.items():
+            if type(key) not in (str, int):
+                raise WireError(f"reply has a dict key of type {type(key).__name__}")
+            check_plain(value, depth + 1)
+        return
+    raise WireError(f"reply contains a {kind.__module__}.{kind.__qualname__}, which is not plain data")

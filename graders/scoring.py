@@ -1,0 +1,76 @@
+"""Scoring: a function from check results to points, decided in the trusted process only."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .config import Assignment
+
+STATUSES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass
+class CheckResult:
+    """One check run on one device, as the trusted side judged it."""
+
+    nodeid: str
+    name: str
+    exercise: str
+    target: str
+    device: str | None
+    visibility: str
+    status: str
+    output: str = ""
+    #: The check failed because the target used a forbidden call; the whole target then scores zero.
+    forbidden: bool = False
+    duration: float = 0.0
+    score: float = 0.0
+    max_score: float = 0.0
+
+
+@dataclass
+class Grade:
+    """Everything graded for one submission."""
+
+    submission: str
+    tests: list[CheckResult]
+    execution_time: float = 0.0
+    #: Text for the whole submission: import failures, printed output, notes on devices and isolation.
+    output: str = ""
+    devices: list[str] = field(default_factory=list)
+    isolation: str = "process"
+
+    @property
+    def score(self) -> float:
+        return round(sum(t.score for t in self.tests), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(t.max_score for t in self.tests), 4)
+
+
+def assign_points(results: list[CheckResult], assignment: Assignment) -> None:
+    """Split each target's points equally over its graded (not skipped) checks, in place.
+
+    A skipped check (a device that is not available or not selected) carries no points, so its
+    share goes to the checks that ran: the points are set aside, not lost. A forbidden call seen in
+    any check of a target costs the whole target.
+    """
+    by_target: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
+    for r in results:
+        by_target[(r.exercise, r.target)].append(r)
+    for (exercise, name), checks in by_target.items():
+        try:
+            points = assignment.target(exercise, name).points
+        except KeyError:
+            points = 0.0
+        graded = [c for c in checks if c.status != "skipped"]
+        share = points / len(graded) if graded else 0.0
+        forbidden = next((c for c in checks if c.forbidden), None)
+        for c in checks:
+            c.max_score = share if c.status != "skipped" else 0.0
+            c.score = share if c.status == "passed" and forbidden is None else 0.0
+            if forbidden is not None and c.status == "passed":
+                c.status = "failed"
+                c.output = f"scored zero: {forbidden.output.splitlines()[0]}"
