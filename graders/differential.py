@@ -19,7 +19,7 @@ import torch
 
 from . import compare as comparison
 from .config import Assignment, Target
-from .forbidden import ForbiddenCall, runtime_violations, static_violations
+from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .sandbox import wire
 from .sandbox.host import Sandbox, SandboxFailure
 from .sandbox.probes import Target as ProbeTarget
@@ -164,7 +164,7 @@ class Differential:
             raise SubmissionError(f"{exercise}.py is missing from the submission, so {name} cannot be graded")
         violations = static_violations(path, name, self.patterns)
         if violations:
-            raise ForbiddenCallFailure(violations[0].message(name))
+            raise ForbiddenCallFailure(forbidden_message(violations, name))
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit)
@@ -179,7 +179,7 @@ class Differential:
         calls = reply.get("calls") if isinstance(reply.get("calls"), dict) else {}
         forbidden: list[ForbiddenCall] = runtime_violations(calls, self.patterns)
         if forbidden:
-            raise ForbiddenCallFailure(forbidden[0].message(name))
+            raise ForbiddenCallFailure(forbidden_message(forbidden, name))
         if "probe_error" in reply:
             raise CheckFailed(f"{call}\n{reply['probe_error']}")
         if "value" not in reply:

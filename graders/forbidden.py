@@ -28,6 +28,15 @@ class ForbiddenCall:
         return f"forbidden call: {target} may not use {rule}, found at {self.where}"
 
 
+def forbidden_message(calls: list[ForbiddenCall], target: str) -> str:
+    """One message naming the first forbidden use and listing the others."""
+    text = calls[0].message(target)
+    others = [f"`{c.name}` ({c.where})" for c in calls[1:6]]
+    if others:
+        text += "\nalso: " + ", ".join(others)
+    return text
+
+
 def _match(name: str, patterns: tuple[str, ...]) -> str | None:
     bare = name.split(".")[-1]
     for pattern in patterns:

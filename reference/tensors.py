@@ -126,11 +126,11 @@ def _grid(index, dim):
     coords = []
     for d, n in enumerate(index.shape):
         if d == dim:
-            coords.append(index.long())
+            coords.append(index.to(torch.long, memory_format=torch.contiguous_format))
         else:
-            shape = [1] * index.dim()
-            shape[d] = n
-            coords.append(torch.arange(n, device=index.device).reshape(shape))
+            # 0..n-1 along dim d; trailing None dims make it broadcast against the later dims.
+            trailing = (None,) * (index.dim() - 1 - d)
+            coords.append(torch.arange(n, device=index.device)[(slice(None),) + trailing])
     return tuple(coords)
 
 
@@ -496,7 +496,7 @@ def gather(x, dim, index):
                 f"larger than self {list(x.shape)} apart from dimension {dim}"
             )
     _check_bounds(index, x1.shape[dim], dim)
-    out = x1[_grid(i1.contiguous(), dim)]
+    out = x1[_grid(i1, dim)]
     return out[0] if index.dim() == 0 else out
     # END SOLUTION
 

@@ -1,0 +1,80 @@
+"""Shared helpers: build a submission from the reference with one change, grade it, read the points."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from graders.config import load_assignment
+from graders.grading import grade_submission
+from graders.scoring import Grade
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def assignment():
+    return load_assignment(ROOT / "assignment.yaml")
+
+
+def make_submission(folder: Path, *, base: str = "reference", replace: dict[str, list[tuple[str, str]]] | None = None,
+                    append: dict[str, str] | None = None, files: dict[str, str] | None = None,
+                    drop: tuple[str, ...] = ()) -> Path:
+    """A submission folder: copies of `base`/*.py, with snippet replacements, appended code and extra files.
+
+    `replace` maps a module to (old, new) pairs; each `old` must occur exactly once, so a test
+    breaks loudly when the reference changes under it. `append` adds code at the end of a module
+    (a redefinition there replaces the reference's version).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in (ROOT / base).glob("*.py"):
+        if path.stem not in drop:
+            shutil.copy(path, folder / path.name)
+    for module, pairs in (replace or {}).items():
+        path = folder / f"{module}.py"
+        text = path.read_text()
+        for old, new in pairs:
+            assert text.count(old) == 1, f"{module}.py: expected exactly one {old!r}"
+            text = text.replace(old, new)
+        path.write_text(text)
+    for module, code in (append or {}).items():
+        path = folder / f"{module}.py"
+        path.write_text(path.read_text() + "\n\n" + textwrap.dedent(code))
+    for name, content in (files or {}).items():
+        (folder / name).write_text(textwrap.dedent(content))
+    return folder
+
+
+def points_by_target(grade: Grade) -> dict[str, tuple[float, float]]:
+    """{"exercise.target": (score, max_score)} for a grade."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for t in grade.tests:
+        totals[f"{t.exercise}.{t.target}"][0] += t.score
+        totals[f"{t.exercise}.{t.target}"][1] += t.max_score
+    return {k: (round(s, 6), round(m, 6)) for k, (s, m) in totals.items()}
+
+
+def lost_targets(grade: Grade) -> set[str]:
+    """The targets that did not get full marks."""
+    return {k for k, (s, m) in points_by_target(grade).items() if s < m - 1e-9}
+
+
+@pytest.fixture
+def grade(assignment, tmp_path):
+    """grade(only=("tensors",), **make_submission_kwargs) -> Grade, on CPU."""
+    counter = iter(range(1000))
+
+    def run(only: tuple[str, ...] = (), device: str = "cpu", **changes) -> Grade:
+        folder = make_submission(tmp_path / f"submission{next(counter)}", **changes)
+        return grade_submission(folder, assignment, device=device, only=only)
+
+    return run
+
+
+def failures(grade: Grade, target: str) -> list[str]:
+    """The messages of the failed or errored checks of one target ("exercise.target")."""
+    return [t.output for t in grade.tests if f"{t.exercise}.{t.target}" == target and t.status in ("failed", "error")]
