@@ -126,7 +126,9 @@ def _grid(index, dim):
     coords = []
     for d, n in enumerate(index.shape):
         if d == dim:
-            coords.append(index.to(torch.long, memory_format=torch.contiguous_format))
+            # A row-major int64 copy: the result of indexing then has row-major strides, like torch.gather.
+            dense = torch.empty_like(index, dtype=torch.long, memory_format=torch.contiguous_format)
+            coords.append(dense.copy_(index))
         else:
             # 0..n-1 along dim d; trailing None dims make it broadcast against the later dims.
             trailing = (None,) * (index.dim() - 1 - d)
