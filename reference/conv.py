@@ -20,7 +20,7 @@ def _int_arg(value, name):
 
 
 def _pair(value, name, minimum):
-    """An int or a pair of ints as ``(a, b)``, each at least ``minimum``; ``ValueError`` otherwise."""
+    """An int or a pair of ints as ``(a, b)``, each ``>= minimum``; ``ValueError`` otherwise."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
@@ -131,7 +131,8 @@ def corr2d_multi_in(X, K):
     # BEGIN SOLUTION
     if X.dim() != 3 or K.dim() != 3:
         raise RuntimeError(
-            f"corr2d_multi_in expects X (C, H, W) and K (C, h, w), got {tuple(X.shape)} and {tuple(K.shape)}"
+            "corr2d_multi_in expects X (C, H, W) and K (C, h, w), "
+            f"got {tuple(X.shape)} and {tuple(K.shape)}"
         )
     if X.shape[0] != K.shape[0]:
         raise RuntimeError(f"X has {X.shape[0]} channels but K has {K.shape[0]}")
@@ -254,7 +255,7 @@ def conv_output_size(n, kernel, padding=0, stride=1):
 
 
 def pad2d(X, padding):
-    """Zero-pad the last two dims of ``X`` on both sides: ``ph`` rows top and bottom, ``pw`` columns left and right.
+    """Zero-pad the last two dims of ``X``: ``ph`` rows above and below, ``pw`` columns left and right.
 
     在最后两维两侧补零：上下各 ph 行，左右各 pw 列。
 

@@ -28,7 +28,9 @@ def _infer_size(shape, numel):
         elif size >= 0:
             known *= size
         else:
-            raise RuntimeError(f"invalid shape dimension {size} at index {d} of shape {list(shape)}")
+            raise RuntimeError(
+                f"invalid shape dimension {size} at index {d} of shape {list(shape)}"
+            )
     if numel == known or (infer_dim is not None and known > 0 and numel % known == 0):
         if infer_dim is not None:
             if known == 0:
@@ -59,7 +61,10 @@ def _compute_stride(old_shape, old_stride, new_shape):
     if numel == 0:
         # Nothing is ever read: any strides do; ATen uses contiguous ones (a 0 counted as 1).
         for d in range(len(new_shape) - 1, -1, -1):
-            new_stride[d] = 1 if d == len(new_shape) - 1 else max(new_shape[d + 1], 1) * new_stride[d + 1]
+            if d == len(new_shape) - 1:
+                new_stride[d] = 1
+            else:
+                new_stride[d] = max(new_shape[d + 1], 1) * new_stride[d + 1]
         return new_stride
     view_d = len(new_shape) - 1
     chunk_base_stride = old_stride[-1]
@@ -118,7 +123,7 @@ def _check_bounds(index, size, dim):
 
 
 def _grid(index, dim):
-    """Advanced-indexing coordinates for every element of ``index``: position, with ``dim`` replaced.
+    """Advanced-indexing coordinates of every element of ``index``, with ``dim`` replaced by its value.
 
     Element ``p`` of ``index`` addresses ``(p[0], ..., index[p], ..., p[-1])``; the coordinate
     tensors broadcast to ``index.shape``.
@@ -126,7 +131,7 @@ def _grid(index, dim):
     coords = []
     for d, n in enumerate(index.shape):
         if d == dim:
-            # A row-major int64 copy: the result of indexing then has row-major strides, like torch.gather.
+            # A row-major int64 copy, so that the indexing result is row-major like torch.gather's.
             dense = torch.empty_like(index, dtype=torch.long, memory_format=torch.contiguous_format)
             coords.append(dense.copy_(index))
         else:
