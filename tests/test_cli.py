@@ -1,0 +1,104 @@
+"""The command line as students and instructors meet it: outputs per the contract, bad input refused."""
+
+import json
+import zipfile
+
+import pytest
+from click.testing import CliRunner
+
+from graders.cli import main
+
+from conftest import ROOT, make_submission
+
+
+@pytest.fixture
+def small_assignment(tmp_path):
+    """The real reference, checks and stubs, but only two tensors targets: fast to grade."""
+    path = tmp_path / "small.yaml"
+    path.write_text(f"""
+title: Small
+reference: {ROOT / 'reference'}
+checks: {ROOT / 'graders' / 'checks'}
+stubs: {ROOT / 'exercises'}
+exercises:
+  tensors:
+    targets:
+      broadcast_shape: 2
+      one_hot: 3
+""")
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_grade_writes_results_and_reports_for_each_submission(tmp_path, small_assignment):
+    out = tmp_path / "out"
+    result = run("grade", ROOT / "reference", ROOT / "exercises", "--out", out, "--device", "cpu",
+                 "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    full = json.loads((out / "reference" / "results.json").read_text())
+    assert full["score"] == full["max_score"] == 5
+    zero = json.loads((out / "exercises" / "results.json").read_text())
+    assert zero["score"] == 0
+    test = zero["tests"][0]
+    assert set(test) >= {"name", "exercise", "target", "device", "visibility", "status", "score", "max_score", "output"}
+    assert {t["visibility"] for t in zero["tests"]} == {"visible", "hidden"}
+    assert (out / "reference" / "report.html").is_file()
+    assert (out / "index.html").is_file() and (out / "grades.csv").is_file()
+
+
+def test_grade_accepts_zips_and_folders_of_submissions(tmp_path, small_assignment):
+    klass = tmp_path / "class"
+    make_submission(klass / "alice")
+    with zipfile.ZipFile(klass / "bob.zip", "w") as z:
+        for f in (ROOT / "reference").glob("*.py"):
+            z.write(f, f"bob/{f.name}")
+    (klass / "carol.zip").write_bytes(b"this is not a zip")
+    out = tmp_path / "out"
+    result = run("grade", klass, "--out", out, "--device", "cpu", "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    scores = {name: json.loads((out / name / "results.json").read_text())["score"] for name in ("alice", "bob", "carol")}
+    assert scores == {"alice": 5, "bob": 5, "carol": 0}
+    carol = json.loads((out / "carol" / "results.json").read_text())
+    assert all(t["status"] == "error" and "cannot read carol.zip" in t["output"] for t in carol["tests"])
+
+
+@pytest.mark.parametrize("make_bad, message", [
+    (lambda tmp: tmp / "missing", "no such file or folder"),
+    (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "not a submission"),
+    (lambda tmp: (tmp / "broken.zip").write_bytes(b"nope") and tmp / "broken.zip", "cannot read this zip file"),
+    (lambda tmp: (tmp / "notes.txt").write_text("hi") and tmp / "notes.txt", "expected a folder or a .zip"),
+], ids=["missing", "empty-folder", "unreadable-zip", "not-a-zip"])
+def test_bad_paths_exit_2_with_one_line_and_write_nothing(tmp_path, small_assignment, make_bad, message):
+    out = tmp_path / "out"
+    result = run("grade", make_bad(tmp_path), "--out", out, "--assignment", small_assignment)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_typo_in_the_assignment_file_exits_2_naming_the_key(tmp_path):
+    bad = tmp_path / "assignment.yaml"
+    bad.write_text("exercises:\n  tensors:\n    targets:\n      view: {pionts: 3}\n")
+    result = run("grade", ROOT / "reference", "--out", tmp_path / "out", "--assignment", bad)
+    assert result.exit_code == 2
+    assert "exercises.tensors.targets.view.pionts: unknown key 'pionts' (did you mean 'points'?)" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_prints_a_summary_and_writes_a_report(tmp_path, small_assignment):
+    result = run("check", "--path", ROOT / "exercises", "--device", "cpu", "--report", tmp_path / "r",
+                 "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    assert "one_hot is not implemented yet (it raises NotImplementedError)" in result.output
+    assert "score: 0 / " in result.output
+    assert (tmp_path / "r" / "report.html").is_file()
+
+
+def test_check_rejects_an_unknown_target(small_assignment):
+    result = run("check", "tensors.veiw", "--assignment", small_assignment)
+    assert result.exit_code == 2
+    assert "unknown exercise or target 'tensors.veiw'" in result.output
