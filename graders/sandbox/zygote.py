@@ -33,6 +33,9 @@ def _reap_orphans() -> None:
 def serve(control: socket.socket) -> None:
     """Answer spawn and reap requests until the host closes the control socket."""
     from graders.sandbox import worker  # imports torch: the cost every worker then shares
+    from graders.sandbox.warmup import warm_up
+
+    warm_up()
 
     while True:
         try:
