@@ -34,7 +34,7 @@ def test_matches_tensor_view_on_unusual_inputs(check, device, case):
 
 
 @pytest.mark.target("view")
-def test_passes_gradients_back(check, device):
+def test_passes_gradients_back_through_a_non_contiguous_view(check, device):
     x = randn(check, 11, 4, 6, device=device).t()[1:]
     check(x, 5, 2, 2, probe="call_with_grad")
 
@@ -73,7 +73,7 @@ def test_matches_torch_broadcast_to_on_unusual_inputs(check, device, case):
 
 
 @pytest.mark.target("broadcast_to")
-def test_passes_gradients_back(check, device):
+def test_sums_gradients_over_broadcast_dimensions(check, device):
     check(randn(check, 12, 3, 1, device=device), (2, 3, 5), probe="call_with_grad")
 
 
@@ -128,7 +128,7 @@ def test_accumulates_into_a_non_zero_int_target(check, device):
 
 
 @pytest.mark.target("scatter_add_")
-def test_raises_for_an_out_of_range_index(check, device):
+def test_raises_for_an_out_of_range_index_in_place(check, device):
     check(torch.zeros(3, device=device), 0, torch.tensor([0, 3], device=device), torch.ones(2, device=device),
           probe="inplace", accept=("IndexError",))
 

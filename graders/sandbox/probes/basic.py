@@ -132,6 +132,6 @@ def module_sgd(target: Target, args: tuple, kwargs: dict, inputs: tuple = (), la
             for p in module.parameters():
                 if p.grad is not None:
                     p -= lr * p.grad
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))  # float() of a tensor that requires grad warns into the report
     return {"parameters": _parameter_shapes(module), "losses": losses,
             "state": {k: tensor(v) for k, v in module.state_dict().items()}}
