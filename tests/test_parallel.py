@@ -1,0 +1,248 @@
+"""parallel.py graded on two real ranks: wrong submissions lose their own points, with messages that
+say what went wrong, and no rank outlives its scenario."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from graders.config import load_assignment
+from graders.differential import load_reference
+from graders.grading import grade_submission
+from graders.sandbox.probes import ProbeError, Target, run_probe
+from graders.sandbox.probes import parallel as ddp
+from graders.sandbox.worker import CallRecorder
+
+from conftest import ROOT, failures, lost_targets, make_submission
+
+REFERENCE = load_reference(ROOT / "reference" / "parallel.py")
+
+
+def descendants(pid: int = os.getpid()) -> set[int]:
+    """Every process below `pid` (zombies too), from /proc: what a scenario must not leave behind."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def batch(seed: int = 0, rows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, 4, generator=generator, dtype=torch.float64),
+            torch.randn(rows, 2, generator=generator, dtype=torch.float64))
+
+
+# --- the reference, the stubs -------------------------------------------------------------------
+
+def test_reference_scores_full_marks(assignment):
+    g = grade_submission(ROOT / "reference", assignment, device="cpu", only=("parallel",))
+    assert g.max_score == pytest.approx(assignment.exercise("parallel").points)
+    assert g.score == g.max_score, [(t.name, t.output) for t in g.tests if t.status != "passed"][:3]
+
+
+def test_untouched_stubs_score_zero(assignment):
+    g = grade_submission(ROOT / "exercises", assignment, device="cpu", only=("parallel",))
+    assert g.score == 0
+    assert all("not implemented yet" in t.output for t in g.tests if t.status == "failed")
+
+
+def test_the_reference_ranks_end_where_one_process_on_the_whole_batch_ends():
+    """What the ddp_train checks hold a submission to is plain single-process training."""
+    inputs, labels = batch(1)
+    outcome = run_probe("ddp_train", Target(REFERENCE.ddp_train_step, "ddp_train_step"),
+                        ("tiny_net_with_spare", (inputs, labels), "mse", "sgd_momentum"), {}, {"steps": 3})["value"]
+    model = ddp.build("tiny_net_with_spare", 0, torch.device("cpu"), torch.float64)
+    frozen = model.scale.clone()
+    optimizer = ddp.OPTIMIZERS["sgd_momentum"](model.parameters(), 0.1)
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = torch.nn.MSELoss()(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert outcome["same_losses_on_every_rank"] and outcome["same_on_every_rank"]
+    for rank in ("rank 0", "rank 1"):
+        assert outcome["losses"][rank] == pytest.approx(losses, rel=1e-12)
+        torch.testing.assert_close(outcome["parameters_and_buffers"][rank], ddp.state(model))
+        assert torch.equal(outcome["parameters_and_buffers"][rank]["scale"], frozen)
+
+
+def test_wrap_ddp_of_the_reference_trains_like_the_hand_made_step():
+    inputs, labels = batch(2)
+    wrapped = run_probe("ddp_wrap", Target(REFERENCE.wrap_ddp, "wrap_ddp"), ("tiny_net",), {},
+                        {"batch": (inputs, labels), "steps": 2})["value"]
+    by_hand = run_probe("ddp_train", Target(REFERENCE.ddp_train_step, "ddp_train_step"),
+                        ("tiny_net", (inputs, labels), "mse", "sgd"), {}, {"steps": 2})["value"]
+    assert wrapped["wrapper_type"] == {"rank 0": "DistributedDataParallel", "rank 1": "DistributedDataParallel"}
+    assert wrapped["device_ids"] == {"rank 0": None, "rank 1": None}
+    # The wrapper's ranks started from different seeds; DDP broadcast rank 0's, which is seed 0.
+    torch.testing.assert_close(wrapped["parameters_and_buffers"], by_hand["parameters_and_buffers"])
+
+
+# --- wrong submissions --------------------------------------------------------------------------
+
+def test_summing_instead_of_averaging_costs_average_gradients_and_the_step_that_calls_it(grade):
+    g = grade(only=("parallel.average_gradients", "parallel.ddp_train_step"),
+              replace={"parallel": [("            param.grad.div_(world_size)\n", "")]})
+    assert lost_targets(g) == {"parallel.average_gradients", "parallel.ddp_train_step"}
+    message = failures(g, "parallel.average_gradients")[0]
+    assert "['gradients']['rank 0']" in message and "elements differ" in message
+
+
+def test_returning_the_local_loss_costs_ddp_train_step(grade):
+    g = grade(only=("parallel.ddp_train_step",), replace={"parallel": [
+        ("    return total.item() / world_size\n", "    return loss.item()\n")]})
+    assert lost_targets(g) == {"parallel.ddp_train_step"}
+    assert all("same_losses_on_every_rank" in m and "expected True, got False" in m
+               for m in failures(g, "parallel.ddp_train_step"))
+
+
+def test_not_broadcasting_costs_broadcast_parameters(grade):
+    g = grade(only=("parallel.broadcast_parameters",), append={"parallel": """
+        def broadcast_parameters(model, src=0):
+            pass
+    """})
+    assert lost_targets(g) == {"parallel.broadcast_parameters"}
+    assert all("same_on_every_rank" in m and "expected True, got False" in m
+               for m in failures(g, "parallel.broadcast_parameters"))
+
+
+def test_rebuilding_the_parameters_instead_of_copying_in_place_is_caught(grade):
+    g = grade(only=("parallel.broadcast_parameters",), append={"parallel": """
+        def broadcast_parameters(model, src=0):
+            for module in model.modules():
+                for name, p in list(module.named_parameters(recurse=False)):
+                    fresh = p.detach().clone()
+                    dist.broadcast(fresh, src=src)
+                    setattr(module, name, nn.Parameter(fresh, requires_grad=p.requires_grad))
+            for b in model.buffers():
+                dist.broadcast(b, src=src)
+    """})
+    assert lost_targets(g) == {"parallel.broadcast_parameters"}
+    assert all("parameters_kept" in m and "expected True, got False" in m
+               for m in failures(g, "parallel.broadcast_parameters"))
+
+
+def test_a_strided_shard_costs_only_shard(grade):
+    """batch[rank::world_size] gives the same mean gradient, so only shard's own checks can see it."""
+    g = grade(only=("parallel.shard", "parallel.ddp_train_step"), replace={"parallel": [
+        ("    return tensor.narrow(0, rank * per_rank, per_rank)\n", "    return tensor[rank::world_size]\n")]})
+    assert lost_targets(g) == {"parallel.shard"}
+    assert any("elements differ" in m for m in failures(g, "parallel.shard"))
+
+
+def test_an_all_reduce_on_one_rank_only_fails_as_a_deadlock_and_leaves_no_process_behind(grade):
+    grade(only=("parallel.shard",))  # the sandbox's zygote is up, and stays: it is no leftover
+    before = descendants()
+    g = grade(only=("parallel.ddp_train_step",), replace={"parallel": [
+        ("    dist.all_reduce(total, op=dist.ReduceOp.SUM)\n",
+         "    if dist.get_rank() == 0:\n        dist.all_reduce(total, op=dist.ReduceOp.SUM)\n")]})
+    assert lost_targets(g) == {"parallel.ddp_train_step"}
+    messages = failures(g, "parallel.ddp_train_step")
+    # One step: rank 0 waits for an all_reduce rank 1 never makes. More steps: rank 1's next
+    # collective meets it instead, and gloo aborts on the mismatch. Both are the student's to fix.
+    hung = [m for m in messages if "ddp_train_step hung" in m]
+    assert hung and all("deadlock" in m and "rank 0 was waiting at parallel.py line" in m for m in hung)
+    assert all("hung" in m or "collective mismatch" in m for m in messages), messages
+    assert not [t for t in g.tests if t.status == "error"]  # failed by the probe, not timed out by the host
+    assert descendants() <= before
+
+
+def test_a_rank_that_exits_fails_with_how_it_ended(grade):
+    g = grade(only=("parallel.broadcast_parameters",), append={"parallel": """
+        import os
+        _broadcast_parameters = broadcast_parameters
+
+        def broadcast_parameters(model, src=0):
+            if dist.get_rank() == 1:
+                os._exit(3)
+            _broadcast_parameters(model, src)
+    """})
+    assert lost_targets(g) == {"parallel.broadcast_parameters"}
+    assert all("rank 1 exited with status 3 while running broadcast_parameters" in m
+               for m in failures(g, "parallel.broadcast_parameters"))
+
+
+def test_the_hand_made_step_may_not_use_distributed_data_parallel(grade):
+    g = grade(only=("parallel.ddp_train_step", "parallel.wrap_ddp"), append={"parallel": """
+        def ddp_train_step(model, batch, loss_fn, optimizer):
+            wrapped = torch.nn.parallel.DistributedDataParallel(model)
+            inputs, targets = shard(batch, dist.get_rank(), dist.get_world_size())
+            optimizer.zero_grad()
+            loss = loss_fn(wrapped(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+    """})
+    assert lost_targets(g) == {"parallel.ddp_train_step"}
+    assert failures(g, "parallel.ddp_train_step")[0].startswith(
+        "forbidden call: ddp_train_step may not use `DistributedDataParallel`")
+
+
+def test_forbidden_calls_made_on_a_rank_are_seen_at_run_time(tmp_path):
+    """The ranks' own call records reach the worker's reply (the static scan cannot see this one)."""
+    text = (ROOT / "assignment.yaml").read_text()
+    text = text.replace("average_gradients: {points: 2, forbidden: *ddp}",
+                        "average_gradients: {points: 2, forbidden: [div_]}")
+    for key in ("reference", "checks", "stubs"):
+        text = text.replace(f"\n{key}: ", f"\n{key}: {ROOT}/", 1)
+    (tmp_path / "assignment.yaml").write_text(text)
+    assignment = load_assignment(tmp_path / "assignment.yaml")
+    submission = make_submission(tmp_path / "submission", replace={"parallel": [
+        ("            param.grad.div_(world_size)\n", "            getattr(param.grad, 'div' + '_')(world_size)\n")]})
+    g = grade_submission(submission, assignment, device="cpu", only=("parallel.average_gradients",))
+    assert lost_targets(g) == {"parallel.average_gradients"}
+    assert "may not use `div_`, found at parallel.py line" in failures(g, "parallel.average_gradients")[0]
+    assert "(seen while it ran)" in failures(g, "parallel.average_gradients")[0]
+
+
+# --- the probe itself ---------------------------------------------------------------------------
+
+def _wait_in_different_collectives(model):
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        dist.barrier()
+    else:
+        dist.recv(torch.zeros(1), src=0)
+
+
+def test_ranks_that_all_hang_are_stopped_at_the_deadline_and_reaped():
+    before = descendants()
+    with pytest.raises(ProbeError, match=r"average_gradients hung: it had not returned on any rank after 1 s"):
+        ddp.run_on_ranks(Target(_wait_in_different_collectives, "average_gradients"), "average",
+                         ("linear",), {}, {}, deadline=1.0)
+    assert descendants() == before
+
+
+def _record_a_division(model):
+    REFERENCE.average_gradients(model)
+    next(model.parameters()).grad.div_(1)
+
+
+def test_calls_recorded_on_the_ranks_join_the_callers_record():
+    recorder = CallRecorder(os.path.dirname(__file__) + os.sep)
+    target = Target(_record_a_division, "average_gradients", lambda: recorder, recorder.calls)
+    ddp.run_on_ranks(target, "average", ("linear",), {}, {})
+    assert recorder.calls.get("div_", "").startswith("test_parallel.py:")
+
+
+def test_ranks_from_the_fork_server_give_what_forked_ranks_give():
+    """Ranks from the fork server (what CUDA needs) load the target from its file; on the CPU both agree."""
+    target = Target(REFERENCE.broadcast_parameters, "broadcast_parameters")
+    forked = ddp.run_on_ranks(target, "broadcast", ("batchnorm_net",), {}, {"seed": 3})
+    served = ddp.run_on_ranks(target, "broadcast", ("batchnorm_net",), {}, {"seed": 3}, start="forkserver")
+    torch.testing.assert_close(served, forked, rtol=0, atol=0)
