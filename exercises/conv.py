@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 
-
 def corr2d(X, K):
     """Return the 2-D cross-correlation of ``X`` (H, W) with the kernel ``K`` (h, w), "valid" size.
 

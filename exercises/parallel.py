@@ -12,8 +12,6 @@ import torch.distributed as dist
 from torch import nn
 
 
-
-
 def shard(batch: Any, rank: int, world_size: int) -> Any:
     """Rank ``rank``'s contiguous slice along dim 0 of a tensor, or of every tensor in a tuple.
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import torch
 
 
-
 def view(x, *shape):
     """Return ``x.view(*shape)`` built with ``as_strided``: same memory, new shape and strides.
 

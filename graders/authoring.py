@@ -1,13 +1,20 @@
-"""Authoring: student stubs generated from the reference solutions' solution markers."""
+"""Authoring: student stubs generated from the reference solutions' solution markers.
+
+``reference/<module>.py`` marks each solution body with ``# BEGIN SOLUTION`` / ``# END SOLUTION``
+(replaced by ``raise NotImplementedError``) and solution-only helpers with ``# BEGIN REMOVE`` /
+``# END REMOVE`` (dropped, with the blank lines they leave). See reference/CONVENTIONS.md.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 BEGIN_REMOVE, END_REMOVE = "# BEGIN REMOVE", "# END REMOVE"
 _DEFINITION = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+(\w+)")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 class MarkerError(Exception):
@@ -26,6 +33,15 @@ def _enclosing_name(lines: list[str], index: int, indent: int) -> str:
     return ".".join(reversed(names)) or "this"
 
 
+def _trailing_blank(out: list[str]) -> int:
+    count = 0
+    for line in reversed(out):
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
 def make_stub(source: str, filename: str = "<reference>") -> str:
     """The student's version of a reference file: solution blocks become NotImplementedError."""
     lines = source.splitlines(keepends=True)
@@ -42,12 +58,23 @@ def make_stub(source: str, filename: str = "<reference>") -> str:
             if stripped == BEGIN:
                 name = _enclosing_name(lines, i, indent)
                 out.append(f'{" " * indent}raise NotImplementedError("{name}: not implemented yet")\n')
+                i = end + 1
+                continue
             i = end + 1
+            # A removed helper leaves the blank lines around it: keep at most PEP 8's two (one inside a body).
+            run = 0
+            while i + run < len(lines) and not lines[i + run].strip():
+                run += 1
+            keep = max(0, (2 if indent == 0 else 1) - _trailing_blank(out))
+            out.extend(lines[i:i + min(run, keep)])
+            i += run
             continue
         if stripped in (END, END_REMOVE):
             raise MarkerError(f"{filename} line {i + 1}: '{stripped}' without a matching begin marker")
         out.append(lines[i])
         i += 1
+    while out and not out[-1].strip():  # a helper removed at the end leaves trailing blank lines
+        out.pop()
     return "".join(out)
 
 
@@ -65,3 +92,26 @@ def generate_stubs(reference_dir: Path, stubs_dir: Path, write: bool = True) -> 
                 stubs_dir.mkdir(parents=True, exist_ok=True)
                 path.write_text(stub, encoding="utf-8")
     return changed
+
+
+def _has_chinese_summary(doc: str | None) -> bool:
+    """A Chinese line within the first paragraphs of a docstring (CONVENTIONS.md: "中文一句话")."""
+    lines = [line for line in (doc or "").splitlines() if line.strip()]
+    return any(_CJK.search(line) for line in lines[:4])
+
+
+def docstring_problems(source: str, filename: str = "<stub>") -> list[str]:
+    """What a stub's teaching docstrings lack: the module's and every public function's and class's
+    docstring need a one-line Chinese summary near the top."""
+    tree = ast.parse(source, filename)
+    problems = []
+    if not _has_chinese_summary(ast.get_docstring(tree)):
+        problems.append(f"{filename}: the module docstring has no Chinese summary line")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            doc = ast.get_docstring(node)
+            if not doc:
+                problems.append(f"{filename} line {node.lineno}: {node.name} has no docstring")
+            elif not _has_chinese_summary(doc):
+                problems.append(f"{filename} line {node.lineno}: {node.name}'s docstring has no Chinese summary line")
+    return problems

@@ -1,26 +1,56 @@
-"""Compare a student's outcome with the reference's: structure, then shape, dtype, device, then values."""
+"""Compare a student's outcome with the reference's: structure, then shape, dtype, device, then values.
+
+Messages are written for a stuck student: they name *what* differs in words (``the strides of the
+result``, not ``['stride']``), then what was expected and what came. A ``Mismatch`` also carries a
+``kind`` (``shape``, ``values``, ``raised``, ...) and the item ``path``, from which hints are chosen.
+"""
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Any
 
 import torch
+
+from .i18n import fact, t
 
 
 class Mismatch(AssertionError):
     """The student's outcome differs from the reference's; the message says where and how."""
 
+    def __init__(self, message: str, kind: str = "value", path: str = ""):
+        super().__init__(message)
+        #: What differs: shape, dtype, device, values, value, kind, keys, length, raised, not_raised, wrong_exception.
+        self.kind = kind
+        #: Where, as an item path into the outcome (``['grads'][0]``); "" for the outcome itself.
+        self.path = path
 
-def _where(path: str) -> str:
-    return f" at {path}" if path else ""
+
+_PART = re.compile(r"\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+)\]")
+
+
+def path_parts(path: str) -> list[str | int]:
+    """The keys and indices of an item path: ``"['grads'][0]"`` -> ``['grads', 0]``."""
+    return [ast.literal_eval(m.group(1)) for m in _PART.finditer(path)]
+
+
+def describe_path(path: str, lang: str | None = None) -> str:
+    """An item path in words, then the path itself: ``whether the result shares memory with the input
+    ['shares_storage_with_input']``; the outcome itself (or its ``['value']``) is ``the result``."""
+    parts = path_parts(path)
+    if not parts or parts == ["value"]:
+        return fact("value", lang)
+    words = fact(parts[0], lang) if isinstance(parts[0], str) else None
+    return f"{words or fact('value', lang)} {path}"
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, dict) and "__raised__" in value:
-        return f"an exception ({value['__raised__']})"
+        return t("kind_exception", name=value["__raised__"])
     if isinstance(value, torch.Tensor):
-        return "a Tensor"
-    return f"a {type(value).__name__}" if value is not None else "None"
+        return t("kind_tensor")
+    return t("kind_other", name=type(value).__name__) if value is not None else t("kind_none")
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -35,26 +65,41 @@ def _fmt(index: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, index)) + ("," if len(index) == 1 else "") + ")"
 
 
+def _number(value: torch.Tensor) -> str:
+    item = value.item()
+    if isinstance(item, bool) or isinstance(item, int):
+        return str(item)
+    return f"{item:.6g}"
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    return text.splitlines()[0][:limit] if text else ""
+
+
+#: Tensors up to this many elements are shown in full under a value mismatch.
+SHOW_ELEMENTS = 16
+
+
 def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "", *, exact: bool = False,
                     rtol: float | None = None, atol: float | None = None) -> None:
     """Raise Mismatch unless `actual` has the expected shape, dtype, device and (close) values."""
     __tracebackhide__ = True
+    what = describe_path(path)
     if actual.shape != expected.shape:
-        raise Mismatch(f"shape{_where(path)}: expected {tuple(expected.shape)}, got {tuple(actual.shape)}")
+        raise Mismatch(t("shape", what=what, expected=tuple(expected.shape), actual=tuple(actual.shape)), "shape", path)
     if actual.dtype != expected.dtype:
-        raise Mismatch(f"dtype{_where(path)}: expected {expected.dtype}, got {actual.dtype}")
+        raise Mismatch(t("dtype", what=what, expected=expected.dtype, actual=actual.dtype), "dtype", path)
     if actual.device.type != expected.device.type:
-        raise Mismatch(f"device{_where(path)}: expected the result on {expected.device.type}, got it on "
-                       f"{actual.device.type} (build new tensors with device=x.device, or use x.new_zeros(...))")
+        raise Mismatch(t("device", what=what, expected=expected.device.type, actual=actual.device.type), "device", path)
     if exact or not (expected.is_floating_point() or expected.is_complex()):
         rtol, atol = 0.0, 0.0
     try:
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True, check_device=False)
     except AssertionError:
-        raise Mismatch(_value_report(expected, actual, path, rtol, atol)) from None
+        raise Mismatch(_value_report(expected, actual, what, rtol, atol), "values", path) from None
 
 
-def _value_report(expected: torch.Tensor, actual: torch.Tensor, path: str, rtol: float | None,
+def _value_report(expected: torch.Tensor, actual: torch.Tensor, what: str, rtol: float | None,
                   atol: float | None) -> str:
     e = expected.detach().cpu()
     a = actual.detach().cpu()
@@ -62,6 +107,7 @@ def _value_report(expected: torch.Tensor, actual: torch.Tensor, path: str, rtol:
         from torch.testing._comparison import default_tolerances
 
         rtol, atol = default_tolerances(e)
+    shown = (e.clone(), a.clone())
     if e.dtype == torch.bool:
         e, a = e.to(torch.int64), a.to(torch.int64)
     wide = torch.complex128 if e.is_complex() else torch.float64
@@ -73,18 +119,26 @@ def _value_report(expected: torch.Tensor, actual: torch.Tensor, path: str, rtol:
     first = _index(int(flat[0]), tuple(e.shape)) if len(flat) else ()
     diff = (a - e).abs().nan_to_num(nan=float("inf"))
     worst = int(diff.flatten().argmax()) if total else 0
-    rel = diff / e.abs().clamp_min(1e-300)
+    nonzero = e.abs() > 0  # a relative error is only meaningful where the expected value is not 0
+    rel = (diff[nonzero] / e.abs()[nonzero]).max().item() if bool(nonzero.any()) else float("nan")
     lines = [
-        f"values{_where(path)}: {count} of {total} elements differ ({100.0 * count / max(total, 1):.1f}%)",
-        f"  first at index {_fmt(first)}: expected {e[first].item():.6g}, got {a[first].item():.6g}",
-        f"  largest absolute error {diff.flatten()[worst].item():.3g} at index {_fmt(_index(worst, tuple(e.shape)))}"
-        f", largest relative error {rel.max().item():.3g}",
+        t("values", what=what, count=count, total=total, percent=f"{100.0 * count / max(total, 1):.1f}"),
+        t("values_first", index=_fmt(first), expected=_number(shown[0][first]), actual=_number(shown[1][first])),
     ]
-    if rtol or atol:
-        lines.append(f"  (allowed: atol={atol:g}, rtol={rtol:g})")
-    else:
-        lines.append("  (compared exactly)")
+    if expected.is_floating_point() or expected.is_complex():  # for exact integers, the first difference says it
+        lines.append(t("values_largest", abs_error=f"{diff.flatten()[worst].item():.3g}",
+                       index=_fmt(_index(worst, tuple(e.shape))), rel_error=f"{rel:.3g}"))
+    lines.append(t("values_allowed", atol=f"{atol:g}", rtol=f"{rtol:g}") if (rtol or atol) else t("values_exact"))
+    if total <= SHOW_ELEMENTS:
+        lines.append(t("values_expected", value=shown[0].tolist()))
+        lines.append(t("values_actual", value=shown[1].tolist()))
     return "\n".join(lines)
+
+
+def _scalars(value: Any) -> bool:
+    """A list or tuple of plain scalars (a shape, strides): compared and shown as a whole."""
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(v, (bool, int, float, str, type(None))) for v in value)
 
 
 def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, rtol: float | None = None,
@@ -94,43 +148,54 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
     `accept` names further exception types that count as matching a raised reference exception.
     """
     __tracebackhide__ = True
+    what = describe_path(path)
     if isinstance(expected, dict) and "__raised__" in expected:
         if not (isinstance(actual, dict) and "__raised__" in actual):
-            raise Mismatch(f"expected {expected['__raised__']} to be raised{_where(path)}"
-                           f" (as PyTorch raises: {expected['message'].splitlines()[0][:200]}), but got {_kind(actual)}")
+            key = "not_raised_at" if path_parts(path) else "not_raised"
+            raise Mismatch(t(key, what=what, exception=expected["__raised__"], kind=_kind(actual),
+                             message=_first_line(expected["message"])), "not_raised", path)
         wanted = (expected["__raised__"], *accept)
         if not set(wanted) & set(actual.get("mro", ())):
-            raise Mismatch(f"expected {' or '.join(wanted)}{_where(path)}, but {actual['__raised__']} was raised: "
-                           f"{actual['message'].splitlines()[0][:200] if actual['message'] else ''}")
+            raise Mismatch(t("wrong_exception", expected=" or ".join(wanted), actual=actual["__raised__"],
+                             message=_first_line(actual["message"] or "")), "wrong_exception", path)
         return
     if isinstance(actual, dict) and "__raised__" in actual:
-        raise Mismatch(f"raised {actual['__raised__']}{_where(path)}: {actual['message'][:500]}")
+        key = "raised_at" if path_parts(path) else "raised"
+        raise Mismatch(t(key, what=what, exception=actual["__raised__"], message=(actual["message"] or "")[:500]),
+                       "raised", path)
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
-            raise Mismatch(f"expected a Tensor{_where(path)}, got {_kind(actual)}")
+            raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=f"{tuple(expected.shape)}",
+                             actual_kind=_kind(actual), actual=f"{actual!r:.80}"), "kind", path)
         compare_tensors(expected, actual, path, exact=exact, rtol=rtol, atol=atol)
         return
     if type(expected) is not type(actual):
-        raise Mismatch(f"expected {_kind(expected)}{_where(path)} ({expected!r:.80}), got {_kind(actual)} ({actual!r:.80})")
+        raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=f"{expected!r:.80}",
+                         actual_kind=_kind(actual), actual=f"{actual!r:.80}"), "kind", path)
     if isinstance(expected, dict):
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
         if missing or extra:
-            raise Mismatch(f"keys{_where(path)}: missing {missing}, unexpected {extra}")
+            raise Mismatch(t("keys", what=what, missing=missing, extra=extra), "keys", path)
         for key in expected:
             compare(expected[key], actual[key], f"{path}[{key!r}]", exact=exact, rtol=rtol, atol=atol, accept=accept)
         return
     if isinstance(expected, (list, tuple)):
         if len(expected) != len(actual):
-            raise Mismatch(f"length{_where(path)}: expected {len(expected)} items {expected!r:.120}, "
-                           f"got {len(actual)} {actual!r:.120}")
+            raise Mismatch(t("length", what=what, expected_len=len(expected), expected=f"{expected!r:.120}",
+                             actual_len=len(actual), actual=f"{actual!r:.120}"), "length", path)
+        if _scalars(expected) and _scalars(actual) and not any(isinstance(v, float) for v in expected):
+            if list(expected) != list(actual):  # shapes, strides: the whole sequence reads better
+                raise Mismatch(t("value", what=what, expected=f"{expected!r:.200}", actual=f"{actual!r:.200}"),
+                               "value", path)
+            return
         for i, (e, a) in enumerate(zip(expected, actual)):
             compare(e, a, f"{path}[{i}]", exact=exact, rtol=rtol, atol=atol, accept=accept)
         return
     if isinstance(expected, float) and not exact:
         tolerance = (atol if atol is not None else 1e-7) + (rtol if rtol is not None else 1e-6) * abs(expected)
         if not (abs(expected - actual) <= tolerance or (expected != expected and actual != actual)):
-            raise Mismatch(f"value{_where(path)}: expected {expected!r}, got {actual!r}")
+            raise Mismatch(t("value", what=what, expected=repr(expected), actual=repr(actual)), "value", path)
         return
     if expected != actual:
-        raise Mismatch(f"value{_where(path)}: expected {expected!r:.200}, got {actual!r:.200}")
+        raise Mismatch(t("value", what=what, expected=f"{expected!r:.200}", actual=f"{actual!r:.200}"), "value", path)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from . import config as config_module
+from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, SubmissionError
-from .sandbox.host import Sandbox
+from .sandbox.host import Sandbox, isolation_level
 from .scoring import CheckResult, Grade, assign_points
 
 DEVICES = ("cpu", "cuda")
@@ -25,12 +26,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--assignment", metavar="YAML", help="The assignment file (default: assignment.yaml).")
     group.addoption("--device", choices=("cpu", "cuda", "all"), default="all", help=DEVICE_HELP)
     group.addoption("--target", action="append", default=[], metavar="NAME",
-                    help="Only grade this exercise or exercise.target (repeatable).")
+                    help="Only grade this exercise, exercise.target, or one check: exercise.target::test_name "
+                         "(repeatable).")
+    group.addoption("--lang", choices=i18n.LANGUAGES, default=None, help=i18n.LANG_HELP)
     group.addoption("--results-json", metavar="PATH", help="Also write results.json here.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "target(name): the exercise target a check grades")
+    if config.getoption("--lang"):
+        i18n.set_language(config.getoption("--lang"))
     assignment = config_module.load_assignment(config.getoption("--assignment"))
     submission = Path(config.getoption("--submission") or assignment.stubs_dir).resolve()
     config.stash[_state_key] = GradingState(assignment, submission, config.getoption("--device"),
@@ -106,14 +111,22 @@ def _display_name(item: pytest.Item) -> str:
     return name
 
 
+def _selected(item: pytest.Item, only: str) -> bool:
+    """Whether `only` (exercise, exercise.target, or exercise.target::test_name[params]) names this check."""
+    qualname = f"{_exercise(item)}.{_target(item)}"
+    name, _, check = only.partition("::")
+    if not (qualname == name or qualname.startswith(name + ".")):
+        return False
+    return not check or check in (item.name, getattr(item, "originalname", item.name))
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[_state_key]
     if not state.only:
         return
     keep, drop = [], []
     for item in items:
-        qualname = f"{_exercise(item)}.{_target(item)}"
-        (keep if any(qualname == o or qualname.startswith(o + ".") for o in state.only) else drop).append(item)
+        (keep if any(_selected(item, o) for o in state.only) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -192,7 +205,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
-                  devices=state.graded_devices())
+                  devices=state.graded_devices(),
+                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level())
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")
     if path:

@@ -47,14 +47,20 @@ def exercise_rows(grade: Grade, assignment: Assignment) -> list[dict]:
     return rows
 
 
-def render_report(grade: Grade, assignment: Assignment) -> str:
-    """The per-submission report page."""
+def render_report(grade: Grade, assignment: Assignment, *, lang: str | None = None, instructor: bool = False) -> str:
+    """The per-submission report page (hidden checks' messages only with `instructor`; see graders/feedback.py)."""
+    from . import feedback
+    from .i18n import language, t
+
+    lang = lang or language()
     return _env.get_template("report.html").render(
-        grade=grade, assignment=assignment, exercises=exercise_rows(grade, assignment))
+        grade=grade, assignment=assignment, exercises=exercise_rows(grade, assignment), lang=lang,
+        view=feedback.build(grade, assignment, instructor=instructor), t=lambda name, /, **v: t(name, lang, **v))
 
 
-def write_report(grade: Grade, assignment: Assignment, path: Path) -> None:
-    write_atomic(path, render_report(grade, assignment))
+def write_report(grade: Grade, assignment: Assignment, path: Path, *, lang: str | None = None,
+                 instructor: bool = False) -> None:
+    write_atomic(path, render_report(grade, assignment, lang=lang, instructor=instructor))
 
 
 def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, str]) -> str:

@@ -1,0 +1,110 @@
+"""Comparison messages, read as a stuck student reads them: what differs, in words, expected and got."""
+
+import pytest
+import torch
+
+from graders import i18n
+from graders.compare import Mismatch, compare, describe_path
+
+
+def mismatch(expected, actual, **options) -> Mismatch:
+    with pytest.raises(Mismatch) as info:
+        compare(expected, actual, **options)
+    return info.value
+
+
+@pytest.fixture
+def zh():
+    i18n.set_language("zh")
+    yield
+    i18n.set_language(None)
+
+
+def test_shape_dtype_and_device_come_before_values():
+    e = torch.zeros(2, 3)
+    assert str(mismatch(e, torch.zeros(3, 2))) == "the result has the wrong shape: expected (2, 3), got (3, 2)"
+    assert str(mismatch(e, torch.zeros(2, 3, dtype=torch.float64))) == \
+        "the result has the wrong dtype: expected torch.float32, got torch.float64"
+    assert mismatch(e, torch.zeros(2, 3, dtype=torch.int64)).kind == "dtype"
+
+
+def test_a_value_mismatch_gives_the_count_the_first_index_with_both_values_and_the_largest_errors():
+    expected = torch.arange(12.0).reshape(3, 4)
+    actual = expected.clone()
+    actual[1, 2] = 60.0
+    actual[2, 3] = 11.5
+    error = mismatch(expected, actual)
+    assert error.kind == "values"
+    assert str(error).splitlines() == [
+        "the result: 2 of 12 elements differ (16.7%)",
+        "  first difference at index (1, 2): expected 6, got 60",
+        "  largest absolute error 54 at index (1, 2); largest relative error 9",
+        "  (allowed: atol=1e-05, rtol=1.3e-06)",
+        "  expected: [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]]",
+        "  got:      [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 60.0, 7.0], [8.0, 9.0, 10.0, 11.5]]",
+    ]
+
+
+def test_integer_results_are_compared_exactly_and_big_tensors_are_not_printed():
+    expected = torch.arange(100)
+    actual = expected.clone()
+    actual[42] = 0
+    lines = str(mismatch(expected, actual)).splitlines()
+    assert lines == ["the result: 1 of 100 elements differ (1.0%)",
+                     "  first difference at index (42,): expected 42, got 0",
+                     "  (compared exactly)"]
+
+
+def test_the_relative_error_ignores_elements_whose_expected_value_is_zero():
+    text = str(mismatch(torch.tensor([0.0, 2.0]), torch.tensor([1.0, 3.0])))
+    assert "largest relative error 0.5" in text
+
+
+def test_probe_facts_are_named_in_words_with_their_key():
+    expected = {"value": torch.zeros(2), "stride": (3, 1), "shares_storage_with_input": True}
+    actual = {"value": torch.zeros(2), "stride": (1, 2), "shares_storage_with_input": True}
+    error = mismatch(expected, actual)
+    # the whole stride tuple, not its first element
+    assert str(error) == "the strides of the result ['stride']: expected (3, 1), got (1, 2)"
+    assert (error.kind, error.path) == ("value", "['stride']")
+    actual.update(stride=(3, 1), shares_storage_with_input=False)
+    assert str(mismatch(expected, actual)) == ("whether the result shares memory with the input "
+                                               "['shares_storage_with_input']: expected True, got False")
+
+
+@pytest.mark.parametrize("path, words", [
+    ("", "the result"),
+    ("['value']", "the result"),
+    ("[1]", "the result [1]"),
+    ("['grads'][0]", "the gradients that reached the inputs ['grads'][0]"),
+    ("['some_new_fact']", "the result ['some_new_fact']"),
+])
+def test_describe_path(path, words):
+    assert describe_path(path) == words
+
+
+def test_exceptions_expected_missing_or_of_another_type():
+    raised = {"__raised__": "RuntimeError", "mro": ["RuntimeError", "Exception"],
+              "message": "shape '[4, 2]' is invalid for input of size 6\nmore", "traceback": ""}
+    error = mismatch(raised, torch.zeros(4, 2))
+    assert error.kind == "not_raised"
+    assert str(error) == ("expected RuntimeError to be raised (as PyTorch does: shape '[4, 2]' is invalid for "
+                          "input of size 6), but the call returned a Tensor")
+    other = {"__raised__": "ValueError", "mro": ["ValueError", "Exception"], "message": "bad size"}
+    assert str(mismatch(raised, other)) == "expected RuntimeError to be raised, but ValueError was raised: bad size"
+    compare(raised, {"__raised__": "IndexError", "mro": ["IndexError"], "message": ""}, accept=("IndexError",))
+    assert str(mismatch(torch.zeros(1), other)) == "your code raised ValueError: bad size"
+
+
+def test_structure_mismatches():
+    assert str(mismatch({"a": 1}, {"b": 1})) == "the result: the keys differ: missing ['a'], unexpected ['b']"
+    assert str(mismatch([1, 2], [1])) == "the result: expected 2 items [1, 2], got 1 [1]"
+    assert str(mismatch(torch.zeros(2), [0.0, 0.0])) == "the result: expected a Tensor ((2,)), got a list ([0.0, 0.0])"
+    assert str(mismatch(1.0, 1.1)) == "the result: expected 1.0, got 1.1"
+    compare(1.0, 1.0 + 1e-9)
+
+
+def test_messages_in_chinese(zh):
+    assert str(mismatch(torch.zeros(2, 3), torch.zeros(3, 2))) == "结果的形状不对：应为 (2, 3)，实际为 (3, 2)"
+    text = str(mismatch({"shares_storage_with_input": True}, {"shares_storage_with_input": False}))
+    assert text == "结果是否与输入共享内存 ['shares_storage_with_input']：应为 True，实际为 False"

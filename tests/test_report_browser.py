@@ -1,0 +1,202 @@
+"""The report page in a real browser: headless Chromium loads it offline, with no console errors;
+failures are open, passes folded, a click expands and collapses, and a screenshot is saved."""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from graders.grading import grade_submission
+from graders.report import write_report
+
+from conftest import make_submission
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--mute-audio",
+         "--hide-scrollbars", "--remote-debugging-pipe")
+
+
+class DevTools:
+    """The Chrome DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out; NUL-separated JSON)."""
+
+    def __init__(self, profile: Path):
+        to_chrome, self._write = os.pipe()
+        self._read, from_chrome = os.pipe()
+        # Above 9 first, so that putting them at 3 and 4 in the child cannot overwrite one with the other.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_chrome, from_chrome)]
+        os.close(to_chrome)
+        os.close(from_chrome)
+
+        def at_3_and_4() -> None:
+            os.dup2(high[0], 3)
+            os.dup2(high[1], 4)
+
+        self.process = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                        preexec_fn=at_3_and_4, close_fds=False, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for fd in high:
+            os.close(fd)
+        self._buffer = b""
+        self._next = 0
+        self.events: list[dict] = []
+        self.session: str | None = None
+
+    def _message(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("Chromium did not answer")
+            chunk = os.read(self._read, 1 << 20)
+            if not chunk:
+                raise EOFError("Chromium closed the DevTools pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def send(self, method: str, timeout: float = 20.0, **params) -> dict:
+        self._next += 1
+        message = {"id": self._next, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            message["sessionId"] = self.session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._message(deadline)
+            if reply.get("id") == self._next:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method: str, timeout: float = 20.0) -> dict:
+        deadline = time.monotonic() + timeout
+        for i, event in enumerate(self.events):
+            if event.get("method") == method:
+                return self.events.pop(i)
+        while True:
+            event = self._message(deadline)
+            if event.get("method") == method:
+                return event
+            self.events.append(event)
+
+    def evaluate(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click in the middle of the element (scrolled into view first)."""
+        box = self.evaluate(f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
+            e.scrollIntoView({{block: "center"}}); const r = e.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed loads seen so far."""
+        found = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                found.append(params["exceptionDetails"].get("text", "exception"))
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                found.append(" ".join(str(a.get("value")) for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                found.append(params["entry"].get("text", ""))
+        return found
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=5)
+        except (OSError, EOFError, TimeoutError, RuntimeError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._write)
+        os.close(self._read)
+
+
+@pytest.fixture(scope="module")
+def report(assignment, tmp_path_factory) -> Path:
+    """The report of a submission that passes some checks, fails others, raises and prints."""
+    folder = make_submission(tmp_path_factory.mktemp("sub") / "student", append={"tensors": """
+        def one_hot(labels, num_classes):
+            print("one_hot got", labels.tolist())
+            out = torch.zeros(labels.shape[0], num_classes)
+            out[torch.arange(labels.shape[0]), labels] = 1
+            return out
+
+        def gather(x, dim, index):
+            raise ValueError(f"no gather along {dim}")
+    """})
+    grade = grade_submission(folder, assignment, device="cpu", only=("tensors.one_hot", "tensors.gather",
+                                                                      "tensors.broadcast_shape"))
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    write_report(grade, assignment, path)
+    return path
+
+
+@pytest.fixture
+def browser(tmp_path):
+    devtools = DevTools(tmp_path / "profile")
+    try:
+        page = next(t for t in devtools.send("Target.getTargets")["targetInfos"] if t["type"] == "page")
+        devtools.session = devtools.send("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            devtools.send(f"{domain}.enable")
+        devtools.send("Emulation.setDeviceMetricsOverride", width=1100, height=1500, deviceScaleFactor=1, mobile=False)
+        yield devtools
+    finally:
+        devtools.close()
+
+
+def test_the_report_opens_offline_without_errors_and_its_sections_fold(browser, report, tmp_path):
+    browser.send("Page.navigate", url=report.as_uri())
+    browser.wait_for("Page.loadEventFired")
+    assert browser.evaluate("document.getElementById('score').textContent.trim()").startswith("2 ")
+    assert browser.evaluate("document.querySelectorAll('#overview .exercise-row').length") == 1
+
+    # Failures are open; the lists of all checks (passes included) are folded.
+    failures = browser.evaluate("Array.from(document.querySelectorAll('details.failure')).map(d => d.open)")
+    assert failures and all(failures)
+    assert browser.evaluate("document.querySelectorAll('details.all-checks[open]').length") == 0
+    assert browser.evaluate("document.querySelector('details.failure .hint').offsetHeight") > 0
+    assert browser.evaluate("document.querySelector('.printed pre').textContent").startswith("one_hot got [")
+
+    # A click on a folded list opens it; a click on a failure's summary closes it.
+    target = "#target-tensors-broadcast_shape details.all-checks > summary"
+    browser.click(target)
+    assert browser.evaluate(f"document.querySelector({json.dumps(target)}).parentElement.open") is True
+    assert browser.evaluate("document.querySelector('#target-tensors-broadcast_shape li').offsetHeight") > 0
+    browser.click("details.failure > summary")
+    assert browser.evaluate("document.querySelector('details.failure').open") is False
+    browser.click("button[data-toggle-all=open]")
+    assert browser.evaluate("Array.from(document.querySelectorAll('details')).every(d => d.open)") is True
+    browser.click("button[data-toggle-all=close]")
+    assert browser.evaluate("Array.from(document.querySelectorAll('details')).some(d => d.open)") is False
+    browser.click("button[data-toggle-all=open]")
+
+    shot = browser.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    path = tmp_path / "report.png"
+    path.write_bytes(base64.b64decode(shot["data"]))
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    destination = os.environ.get("TORCHGRADE_SCREENSHOTS")  # keep it for a person to look at
+    if destination:
+        Path(destination).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(destination) / "report.png")
+    assert browser.errors() == []
