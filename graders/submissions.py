@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import shutil
 import tempfile
 import zipfile
@@ -56,6 +58,43 @@ def discover(paths: list[Path], exercises: tuple[str, ...]) -> list[Submission]:
                 raise InputError(f"{path}: not a submission (no {names}, ...) and holds no submission folders or .zip files")
             found.extend(Submission(p.stem if p.is_file() else p.name, p) for p in children)
     return _unique(found)
+
+
+_SKIP_PARTS = {"__pycache__", ".git", "__MACOSX"}
+
+
+def _files(folder: Path) -> list[Path]:
+    """The files of a submission folder that count, sorted (bytecode caches and VCS folders don't)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not _SKIP_PARTS.intersection(p.relative_to(folder).parts)
+                  and p.suffix != ".pyc")
+
+
+def content_hash(submission: Submission) -> str:
+    """sha256 of what the student handed in: a zip's bytes, or a folder's file names and contents."""
+    digest = hashlib.sha256()
+    try:
+        if submission.source.is_file():
+            with open(submission.source, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            return "zip:" + digest.hexdigest()
+        for path in _files(submission.source):
+            digest.update(path.relative_to(submission.source).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    except OSError as e:  # graded anyway (as errors, if it can't be read then either), never skipped
+        return f"unreadable:{e}"
+    return "dir:" + digest.hexdigest()
+
+
+def packed(submission: Submission) -> bytes:
+    """The submission as zip bytes, to send to a grader on another machine (unpacked by `unpacked`)."""
+    if submission.source.is_file():
+        return submission.source.read_bytes()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in _files(submission.source):
+            z.write(path, path.relative_to(submission.source).as_posix())
+    return buffer.getvalue()
 
 
 def _unique(submissions: list[Submission]) -> list[Submission]:

@@ -1,0 +1,107 @@
+"""Executors on this machine: this process (-j 1), or a pool of worker processes (-j N).
+
+Pool workers are started once (spawn: a clean interpreter, not a fork of one with threads) and
+each grades many submissions, keeping its collected checks and its cache of reference outcomes
+(see graders.session and graders.differential). At most N submissions are handed out at a time, so
+when a worker dies (`BrokenProcessPool`: the pool is then unusable) the submissions in flight are
+exactly the suspects. Each suspect is graded again alone, in a one-worker pool: one that kills
+that pool too gets `Crashed`; the others get their grades, and the class goes on in a fresh pool.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator
+
+from ..submissions import Submission
+from . import Crashed, Job, Outcome
+
+DIED = ("the grading process died while grading this submission, twice (the second time graded alone), "
+        "so it is not graded; the rest of the class was")
+
+
+class InProcess:
+    """Grades in this process, one submission after another."""
+
+    def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
+        for s in submissions:
+            yield s, job(s)
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # N workers on N cores: more threads each would only contend
+    from .. import session  # noqa: F401  (import pytest and the engine before the first submission)
+
+
+class Pool:
+    """A pool of `jobs` worker processes that survives the death of any of them."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+
+    def _pool(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+
+    def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
+        queue = deque(submissions)
+        while queue:
+            suspects = yield from self._run_until_broken(job, queue)
+            yield from self._run_alone(job, suspects)
+
+    def _run_alone(self, job: Job, suspects: list[Submission]) -> Iterator[Outcome]:
+        """Grade each suspect alone in a one-worker pool, so that a death is that submission's."""
+        pool = None
+        try:
+            for s in suspects:
+                pool = pool or self._pool(1)
+                future = pool.submit(job, s)
+                error = future.exception()
+                if isinstance(error, BrokenProcessPool):
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = None
+                    yield s, Crashed(DIED)
+                elif error is not None:
+                    raise error
+                else:
+                    yield s, future.result()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_until_broken(self, job: Job, queue: deque) -> Iterator[Outcome]:
+        """Grade from the queue until it is empty (returns []) or a worker dies (returns the suspects)."""
+        pool = self._pool(min(self.jobs, len(queue)))
+        inflight: dict[Future, Submission] = {}
+        suspects: list[Submission] = []
+        try:
+            while queue or inflight:
+                while queue and len(inflight) < self.jobs:
+                    s = queue.popleft()
+                    inflight[pool.submit(job, s)] = s
+                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for future in done:
+                    s = inflight.pop(future)
+                    error = future.exception()
+                    if isinstance(error, BrokenProcessPool):
+                        suspects.append(s)
+                    elif error is not None:
+                        raise error
+                    else:
+                        yield s, future.result()
+                if suspects:
+                    # The pool is broken: what is still in flight either finished or is a suspect too.
+                    for future, s in inflight.items():
+                        if future.exception() is None:
+                            yield s, future.result()
+                        else:
+                            suspects.append(s)
+                    inflight.clear()
+                    return suspects
+            return []
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,175 @@
+"""Class grading: a persistent session grades like a fresh one, a pool survives a dead worker, bad input exits 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from graders.batch import GradeJob, grade_class
+from graders.cli import main
+from graders.config import load_assignment
+from graders.executors import Crashed
+from graders.executors.local import DIED, InProcess, Pool
+from graders.grading import grade_submission
+from graders.progress import Progress
+from graders.session import CheckSession
+from graders.submissions import Submission, discover
+
+from conftest import ROOT
+from tiny_course import FULL_MARKS, copy_class, make_course, student, zipped
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    return load_assignment(make_course(tmp_path_factory.mktemp("course")))
+
+
+def rows(grade):
+    return [(t.name, t.status, round(t.score, 6), round(t.max_score, 6), t.output) for t in grade.tests]
+
+
+def test_a_persistent_session_grades_each_round_as_a_fresh_pytest_session_would(course, tmp_path):
+    wrong = student(tmp_path / "wrong", extra="""
+        def broadcast_shape(a, b):
+            return (1,)
+    """)
+    with CheckSession(course, device="all") as session:
+        # reference, then wrong, then stubs, then the reference again: nothing of a round leaks into the next
+        scores = []
+        for folder in (ROOT / "reference", wrong, ROOT / "exercises", ROOT / "reference"):
+            fresh = grade_submission(folder, course, device="all")
+            assert rows(session.grade(folder)) == rows(fresh)
+            scores.append(fresh.score)
+    assert scores == [FULL_MARKS, 3.0, 0.0, FULL_MARKS]
+
+
+def test_a_class_is_graded_into_per_student_files_class_pages_and_a_ledger(course, tmp_path):
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    zipped(student(tmp_path / "z", "reference"), cls / "carol.zip")
+    (cls / "dave.zip").write_bytes(b"not a zip at all")
+    student(cls / "erin", extra="""
+        import os
+
+        def one_hot(labels, num_classes=-1):
+            os._exit(3)
+    """)
+    out = tmp_path / "out"
+    result = grade_class(discover([cls], ("tensors",)), course, out, device="cpu")
+
+    scores = {g.submission: g.score for g in result.grades}
+    assert scores == {"alice": FULL_MARKS, "bob": 0.0, "carol": FULL_MARKS, "dave": 0.0, "erin": 2.0}
+    for name in scores:
+        assert json.loads((out / name / "results.json").read_text())["score"] == scores[name]
+        assert (out / name / "report.html").is_file()
+    for page in ("index.html", "grades.csv", "junit.xml", "ledger.jsonl"):
+        assert (out / page).is_file()
+    # the corrupt zip and the crashing one_hot cost only their own rows
+    dave = next(g for g in result.grades if g.submission == "dave")
+    assert {t.status for t in dave.tests} == {"error"} and "cannot read dave.zip" in dave.tests[0].output
+    erin = next(g for g in result.grades if g.submission == "erin")
+    assert {t.target for t in erin.tests if t.status == "error"} == {"one_hot"}
+    assert any("exited with status 3" in t.output for t in erin.tests)
+
+
+class DyingJob(GradeJob):
+    """A job whose worker process is killed when it grades the submission called `victim`."""
+
+    def __call__(self, submission):
+        if submission.name == "cy-dies":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__call__(submission)
+
+
+def test_a_pool_grades_as_one_process_does_and_a_dead_worker_costs_only_its_submission(course, tmp_path):
+    # two at a time: alice and bob, then cy (who kills the worker) and dan, then eve in a fresh pool
+    cls = copy_class({"alice": "reference", "bob": "stub", "cy-dies": "reference", "dan": "stub",
+                      "eve": "reference"}, tmp_path / "class")
+    submissions = discover([cls], ("tensors",))
+    job = DyingJob(str(course.path), "cpu")
+    outcomes = dict((s.name, g) for s, g in Pool(2).run(job, submissions))
+
+    assert sorted(outcomes) == ["alice", "bob", "cy-dies", "dan", "eve"]
+    assert outcomes["cy-dies"] == Crashed(DIED)
+    alone = dict((s.name, g) for s, g in InProcess().run(GradeJob(str(course.path), "cpu"),
+                                                         [s for s in submissions if s.name != "cy-dies"]))
+    for name, grade in alone.items():
+        assert rows(outcomes[name]) == rows(grade)
+
+
+def test_a_crashed_submission_gets_error_rows_in_its_results(course, tmp_path):
+    class Crashing:
+        def run(self, job, submissions):
+            for s in submissions:
+                yield s, Crashed("the grading process was killed by SIGKILL")
+
+    result = grade_class([Submission("alice", student(tmp_path / "alice"))], course, tmp_path / "out",
+                         executor=Crashing(), device="cpu")
+    assert result.crashed == ["alice"]
+    data = json.loads((tmp_path / "out" / "alice" / "results.json").read_text())
+    assert data["score"] == 0 and {t["status"] for t in data["tests"]} == {"error"}
+    assert all("killed by SIGKILL" in t["output"] for t in data["tests"])
+
+
+def test_the_grade_command_prints_a_summary(course, tmp_path):
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    result = CliRunner().invoke(main, ["grade", str(cls), "--out", str(tmp_path / "out"), "--device", "cpu",
+                                       "--assignment", str(course.path)])
+    assert result.exit_code == 0, result.output
+    assert "alice: 5 / 5" in result.output and "bob: 0 / 5" in result.output
+    assert "graded 2, skipped 0 already graded, 2 in the class" in result.output
+    assert "score: mean 2.50, median 2.50 (min 0, max 5) out of 5" in result.output
+    assert "errors: 0 submission(s) with error checks" in result.output
+    assert "submissions/min" in result.output and "by exercise (s): tensors" in result.output
+
+
+def test_the_progress_bar_counts_the_submissions_to_grade_with_an_eta(course, tmp_path):
+    stream = io.StringIO()
+    bar = Progress(stream=stream, enabled=True)
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    grade_class(discover([cls], ("tensors",)), course, tmp_path / "out", device="cpu",
+                on_start=bar.start, on_grade=bar.graded)
+    bar.close()
+    text = stream.getvalue()
+    assert "2/2" in text and "<00:00" in text  # done of total, and the time left
+
+
+def _bad_zip(tmp_path: Path) -> Path:
+    path = tmp_path / "broken.zip"
+    path.write_bytes(b"PK\x03\x04 truncated")
+    return path
+
+
+@pytest.mark.parametrize("case, args, message", [
+    ("missing", lambda t: [str(t / "nope")], "no such file or folder"),
+    ("not a submission", lambda t: [str(ROOT / "README.md")], "not a submission"),
+    ("unreadable zip", lambda t: [str(_bad_zip(t))], "cannot read this zip file"),
+    ("bad shard", lambda t: [str(ROOT / "reference"), "--shard", "0/2"], "shards count from 1"),
+    ("shard not i/n", lambda t: [str(ROOT / "reference"), "--shard", "half"], "is not i/n"),
+    ("bad assignment", lambda t: [str(ROOT / "reference"), "--assignment", str(t / "missing.yaml")],
+     "cannot read assignment file"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case, args, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["grade", *args(tmp_path), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_a_second_run_on_the_same_folder_at_once_is_refused(course, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".torchgrade.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = CliRunner().invoke(main, ["grade", str(student(tmp_path / "alice")), "--out", str(out),
+                                           "--assignment", str(course.path)])
+    assert result.exit_code == 2
+    assert "another torchgrade run is writing there" in result.output
