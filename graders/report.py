@@ -61,9 +61,3 @@ def render_report(grade: Grade, assignment: Assignment, *, lang: str | None = No
 def write_report(grade: Grade, assignment: Assignment, path: Path, *, lang: str | None = None,
                  instructor: bool = False) -> None:
     write_atomic(path, render_report(grade, assignment, lang=lang, instructor=instructor))
-
-
-def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, str]) -> str:
-    """The class overview page."""
-    return _env.get_template("index.html").render(grades=grades, assignment=assignment, links=links,
-                                                  exercises=assignment.exercises)
