@@ -3,9 +3,12 @@
 Layout, by side of the boundary:
 
 - ``host.py``   trusted: starts sandbox processes, enforces time limits, decodes what comes back.
+- ``isolation.py`` trusted: how strongly sandboxes are isolated (bubblewrap, an unprivileged user,
+  or limits only), chosen once per process; see SECURITY.md for what each level guarantees.
+- ``inbox.py``  trusted: the one folder shared with sandboxes, where a submission is staged.
 - ``wire.py``   both: the frame format (``torch.save`` out, a weights-only load in, plain types only).
 - ``zygote.py`` sandbox: a clean process that imported torch once and forks one worker per target.
-- ``worker.py`` sandbox: imports the student's module and runs probes on it.
+- ``worker.py`` sandbox: isolates itself, imports the student's module and runs probes on it.
 - ``probes.py`` both: the scenarios a check asks for; the same code runs the reference (trusted)
   and the student's code (sandbox), and describes the outcome as plain data.
 """

@@ -1,17 +1,23 @@
 """The sandbox worker: imports one student module and runs probes on it, answering in plain data.
 
-Runs on the untrusted side, in a process forked by the zygote. Everything it sends is only a claim:
-the trusted side decodes it with a loader that cannot run code and decides every verdict itself.
+Runs on the untrusted side, in a process forked by the zygote. Before any student code runs it
+isolates itself (its own session, the unprivileged user where there is one, no new privileges,
+resource limits, a private working folder, output cut at a byte budget), then imports the
+module and says how that went. Everything it sends is only a claim: the trusted side decodes it
+with a loader that cannot run code and decides every verdict itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
+import io
 import os
 import resource
 import signal
 import sys
+import tempfile
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -79,9 +85,13 @@ class Session:
         with self.recorder:
             yield
 
-    def load(self) -> None:
-        if self.module is not None or self.import_failure is not None:
-            return
+    def load(self) -> dict:
+        """Import the module (once); return the hello the host waits for: imported, or why not."""
+        if self.module is None and self.import_failure is None:
+            self._import()
+        return {"import_error": self.import_failure} if self.import_failure is not None else {"imported": True}
+
+    def _import(self) -> None:
         path = Path(self.submission) / f"{self.exercise}.py"
         sys.path.insert(0, self.submission)
         spec = importlib.util.spec_from_file_location(self.exercise, path)
@@ -104,7 +114,7 @@ class Session:
         if not hasattr(self.module, name):
             return {"missing": name}
         self.recorder.calls.clear()
-        target = Target(getattr(self.module, name), name, self.watch)
+        target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
         try:
             outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
                                 dict(request["options"]))
@@ -115,21 +125,27 @@ class Session:
         return outcome
 
 
-def apply_limits(limits: dict) -> None:
-    """Resource limits for this process and everything it starts."""
-    def cap(kind: int, value: int) -> None:
-        with contextlib.suppress(ValueError, OSError):
-            soft, hard = resource.getrlimit(kind)
-            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(kind, (value, value))
+def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
+    """Resource limits for this process and everything it starts.
 
-    if limits.get("cpu_seconds"):
-        cap(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
+    The process cap counts every process of the user, so it is set only for a user of the
+    sandbox's own (a grader running as root); for anyone else it would count their other programs.
+    """
+    def cap(kind: int, value: int, grace: int = 0) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            _, hard = resource.getrlimit(kind)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            top = value + grace if hard == resource.RLIM_INFINITY else min(value + grace, hard)
+            resource.setrlimit(kind, (value, top))
+
+    cap(resource.RLIMIT_CORE, 0)  # a crash leaves no core file behind
+    if limits.get("cpu_seconds"):  # SIGXCPU says which limit it was; SIGKILL a second later if ignored
+        cap(resource.RLIMIT_CPU, int(limits["cpu_seconds"]), grace=1)
     if limits.get("memory_bytes"):
         cap(resource.RLIMIT_AS, int(limits["memory_bytes"]) + _current_address_space())
     if limits.get("file_bytes"):
         cap(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
-    if limits.get("processes"):
+    if limits.get("processes") and dedicated_user:
         cap(resource.RLIMIT_NPROC, int(limits["processes"]))
 
 
@@ -141,20 +157,111 @@ def _current_address_space() -> int:
     return 0
 
 
-def start(sock_fd: int, config: dict) -> None:
-    """Entry point in the freshly forked child: isolate, limit, then serve until the host hangs up."""
-    os.setsid()  # own process group: the host kills the worker and all it started in one go
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing us
-    workdir = Path(config["workdir"])
-    os.chdir(workdir)
+class CappedOutput(io.RawIOBase):
+    """A file descriptor that takes at most `budget` bytes (shared by stdout and stderr), then drops the rest.
+
+    A 500 MB print is cut here, not buffered: it costs neither the grader's memory nor its disk.
+    """
+
+    def __init__(self, fd: int, budget: list[int]):
+        super().__init__()
+        self.fd = fd
+        self.budget = budget
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        room = self.budget[0]
+        if room > 0:
+            chunk = view[:room]
+            with contextlib.suppress(OSError):
+                while chunk:
+                    chunk = chunk[os.write(self.fd, chunk):]
+            self.budget[0] = room - min(room, len(view))
+            if self.budget[0] == 0:
+                with contextlib.suppress(OSError):
+                    os.write(self.fd, b"\n[output cut here: the sandbox keeps at most this much printed output]\n")
+        return len(view)
+
+
+def _capture_output(workdir: Path, limit: int) -> None:
+    """fds 1 and 2 go to the working folder's output file; Python's streams through a byte budget."""
     out = os.open(workdir / OUTPUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
+    os.close(out)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    apply_limits(config.get("limits", {}))
+    os.close(null)
+    budget = [limit or 2**62]
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = io.TextIOWrapper(io.BufferedWriter(CappedOutput(fd, budget)), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _close_inherited_fds(keep: set[int]) -> None:
+    """Close every descriptor the zygote had open except `keep` (nothing of the host's leaks in)."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int) -> None:
+    """Everything that happens before student code: session, user, privileges, folders, limits, output."""
+    zygote = os.getppid()
+    os.setsid()  # own process group: the zygote stops and kills the worker and all it started in one go
+    _close_inherited_fds({0, 1, 2, keep_fd})
+    if user is not None:
+        from .zygote import become
+
+        become(user)
+        _prctl(PR_SET_DUMPABLE, 1)  # its own /proc/self again (a switch of user hands that to root)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid program can give it privileges back
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # set after the switch of user, which clears it
+    if os.getppid() != zygote:  # the zygote died before the line above
+        os._exit(75)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing us
+    workdir = Path(config["workdir"])
+    os.chdir(workdir)
+    limits = config.get("limits", {})
+    _capture_output(workdir, int(limits.get("output_bytes") or 0))
+    os.environ["HOME"] = os.environ["TMPDIR"] = str(workdir)
+    os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"  # the sandbox user has no entry in /etc/passwd
+    os.environ.pop("PWD", None)  # bubblewrap's, naming the zygote's folder
+    tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
+    apply_limits(limits, dedicated_user=user is not None)
+
+
+def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None) -> None:
+    """Entry point in the freshly forked child: isolate, import the module, then serve until the host hangs up."""
+    isolate(config, user, sock_fd)
     conn = Connection(sock_fd)
     session = Session(Path(config["submission"]), config["exercise"])
+    hello = session.load()
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    conn.send_bytes(wire.encode(hello))
     while True:
         try:
             request = wire.decode(conn.recv_bytes(MAX_REQUEST_BYTES))
@@ -165,6 +272,7 @@ def start(sock_fd: int, config: dict) -> None:
             frame = wire.encode(reply)
         except BaseException as e:
             frame = wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
         conn.send_bytes(frame)

@@ -23,7 +23,7 @@ PROBES: dict[str, Callable[..., Any]] = {}
 #: Frames from these folders are harness or library frames, never shown in a student's traceback.
 _HARNESS_DIRS = tuple(os.path.dirname(os.path.dirname(m.__file__)) + os.sep for m in (torch,)) + (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
-_MODULES = ("basic", "autograd", "functions", "modules", "data", "training", "devices", "parallel")
+_MODULES = ("basic", "conv", "autograd", "functions", "modules", "data", "training", "devices", "parallel")
 
 
 class ProbeError(Exception):
@@ -47,10 +47,14 @@ def probe(fn: Callable[..., Any]) -> Callable[..., Any]:
 class Target:
     """The object under test. Calling it runs its code under the watch; its exceptions become Raised."""
 
-    def __init__(self, obj: Any, name: str, watch: Callable[[], ContextManager] = contextlib.nullcontext):
+    def __init__(self, obj: Any, name: str, watch: Callable[[], ContextManager] = contextlib.nullcontext,
+                 calls: dict[str, str] | None = None):
         self.obj = obj
         self.name = name
         self.watch = watch
+        #: The sandbox's live record of the calls seen under `watch` (None on the trusted side); a probe
+        #: that runs the target in child processes merges what they recorded into it.
+        self.calls = calls
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(self.obj, *args, **kwargs)

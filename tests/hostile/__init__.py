@@ -1,0 +1,83 @@
+"""The hostile-submission corpus: each attack is a copy of the reference with one file of this folder appended.
+
+``ATTACKS`` says, for each, which targets it attacks (they must score zero), which untouched
+targets are graded beside them (they must keep full marks), and the weakest isolation level that
+holds against it (``graders.sandbox.isolation.LEVELS``). ``tests/test_hostile.py`` grades each one
+and also checks that nothing appears where it should not and nothing it started survives.
+``kit.py`` is the attackers' toolbox, copied into every hostile submission as ``hostile_kit.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent
+UNTOUCHED = ("tensors.broadcast_shape", "conv.conv_output_size")
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One hostile submission: the reference, with `<name>.py` of this folder appended to `<module>.py`."""
+
+    name: str
+    #: Targets that must score zero; an exercise name alone means all of its targets.
+    attacked: tuple[str, ...]
+    module: str = "tensors"
+    #: Graded beside them; they must keep full marks.
+    untouched: tuple[str, ...] = UNTOUCHED
+    #: The weakest isolation level that holds against this attack.
+    level: str = "process"
+    #: Words that the failures of the attacked targets show (at least one of them).
+    message: str = ""
+    #: Extra files of the submission (name, text), and symlinks (name, path relative to the project).
+    files: tuple[tuple[str, str], ...] = ()
+    symlinks: tuple[tuple[str, str], ...] = ()
+    #: Run at isolation level "process", the attack succeeds (the attacked targets get full marks):
+    #: proof that it is real, and that the stronger level is what stops it.
+    works_unisolated: bool = False
+
+    @property
+    def code(self) -> str:
+        return (CORPUS / f"{self.name}.py").read_text()
+
+    @property
+    def only(self) -> tuple[str, ...]:
+        return self.attacked + tuple(t for t in self.untouched if t not in self.attacked)
+
+
+_EVIL_FILE = ("ev<script>il.py", "def boom():\n    raise ValueError(\"<script>alert('exception')</script>\")\n")
+
+ATTACKS = (
+    # Scoring: nothing the submission does in its own process decides a verdict.
+    Attack("patch_comparisons", ("tensors.gather",)),
+    Attack("patch_builtins", ("tensors.gather",)),
+    Attack("fake_summary", ("tensors.gather",)),
+    Attack("tensor_subclass", ("tensors.gather",), message="tensor subclass"),
+    Attack("pickle_payload", ("tensors.gather",), message="not plain data"),
+    Attack("nan_inf", ("conv.corr2d", "conv.pool2d"), module="conv"),
+    Attack("fake_grad_fn", ("functions.Exp",), module="functions"),
+    # Crashing or leaving: each costs only the attacked target (or, at import, the module).
+    Attack("exit_at_import", ("tensors",), untouched=("conv.conv_output_size",), message="SystemExit"),
+    Attack("os_exit_in_function", ("tensors.gather",), message="exited with status 0"),
+    Attack("segfault", ("tensors.gather",), message="SIGSEGV"),
+    Attack("deep_recursion", ("tensors.gather",)),
+    Attack("kill_parent", ("tensors.gather",)),
+    Attack("kill_everything", ("tensors.gather",), level="unprivileged-user"),
+    # Limits: time, signals, memory, processes, output.
+    Attack("infinite_loop", ("tensors.one_hot",), message="timed out"),
+    Attack("ignore_signals", ("tensors.one_hot",), message="timed out"),
+    Attack("import_hang", ("tensors",), untouched=("conv.conv_output_size",), message="importing tensors.py took longer"),
+    Attack("memory_bomb", ("tensors.gather",)),
+    Attack("fork_bomb", ("tensors.gather",)),
+    Attack("lingering_processes", ("tensors.gather",)),
+    Attack("output_flood", ("tensors.gather",)),
+    # Reaching out: files, other processes, the network, the report.
+    Attack("write_results", ("tensors.gather",), level="unprivileged-user"),
+    Attack("html_injection", ("tensors.gather",), files=(_EVIL_FILE,)),
+    Attack("symlink_to_reference", ("tensors.gather",), symlinks=(("helper.py", "reference/tensors.py"),)),
+    Attack("read_secrets", ("tensors.gather",), level="unprivileged-user", works_unisolated=True),
+    Attack("steal_reference", ("tensors.gather",), level="bwrap", works_unisolated=True),
+    Attack("read_hidden_checks", ("tensors.gather",), level="bwrap", works_unisolated=True),
+    Attack("use_network", ("tensors.gather",), level="bwrap", works_unisolated=True),
+)

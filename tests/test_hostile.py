@@ -1,0 +1,234 @@
+"""The hostile-submission corpus (tests/hostile/): each attack scores zero where it attacks, and nothing else moves.
+
+For every attack: the attacked targets score zero, the untouched ones keep full marks, the grade
+records the isolation level, nothing appears in the grader's folders (nor in the host's /tmp
+under bubblewrap), the report escapes what the student wrote, and no process the attack started
+is left. Attacks that only an isolation level stops are also run without it, where they must
+succeed: that shows they are real. A last test grades a class of them with the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, make_submission, points_by_target
+from hostile import ATTACKS, CORPUS, Attack
+
+from graders.config import load_assignment
+from graders.grading import grade_submission
+from graders.report import render_report
+from graders.results import results_document
+from graders.sandbox import isolation
+from graders.sandbox.host import isolation_level
+
+SECRET_NAME = "TORCHGRADE_TEST_SECRET"
+LEVELS = isolation.LEVELS
+
+
+def fast_assignment_text(checks: Path) -> str:
+    """assignment.yaml with absolute folders and a time limit of 2 s per check."""
+    text = (ROOT / "assignment.yaml").read_text()
+    for key, value in (("reference", ROOT / "reference"), ("checks", checks), ("stubs", ROOT / "exercises"),
+                       ("time_limit", 2)):
+        text, n = re.subn(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+        assert n == 1, f"assignment.yaml has no top-level {key}"
+    return text
+
+
+@pytest.fixture(scope="session")
+def fast(tmp_path_factory):
+    path = tmp_path_factory.mktemp("assignment") / "assignment.yaml"
+    path.write_text(fast_assignment_text(ROOT / "graders" / "checks"))
+    return load_assignment(path)
+
+
+@pytest.fixture(scope="session")
+def best_level():
+    """The level under test: the one TORCHGRADE_ISOLATION demands, else the best this machine has."""
+    level = isolation_level(isolation.requested_level())
+    if level not in LEVELS:
+        pytest.skip(f"{isolation.ENV_VAR} asks for a level this machine does not have")
+    return level
+
+
+class Arena:
+    """What one attack is graded in: a nonce, the grader's folders, a port to reach, a process with a secret."""
+
+    def __init__(self, tmp_path: Path):
+        self.nonce = uuid.uuid4().hex
+        self.mark = "tgh" + self.nonce[:12]
+        self.out = tmp_path / "out"
+        self.private = tmp_path / "private"  # a folder of the grader's own (0700)
+        self.private.mkdir(mode=0o700)
+        self.canary = self.private / f"unpickled-{self.nonce}"
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.secret_holder = subprocess.Popen(["sleep", "120"], env={**os.environ, SECRET_NAME: self.nonce})
+
+    def config(self) -> dict:
+        return {"nonce": self.nonce, "canary": str(self.canary), "port": self.listener.getsockname()[1],
+                "secret_name": SECRET_NAME, "folders": [str(self.out), str(self.private), str(ROOT),
+                                                         str(ROOT / "reports"), tempfile.gettempdir()]}
+
+    def close(self) -> None:
+        self.listener.close()
+        self.secret_holder.kill()
+        self.secret_holder.wait()
+
+
+@pytest.fixture
+def arena(tmp_path):
+    a = Arena(tmp_path)
+    yield a
+    a.close()
+
+
+def hostile_submission(attack: Attack, arena: Arena, folder: Path) -> Path:
+    files = {"hostile_kit.py": (CORPUS / "kit.py").read_text(), "attack.json": json.dumps(arena.config()),
+             **dict(attack.files)}
+    make_submission(folder, append={attack.module: attack.code}, files=files)
+    for name, target in attack.symlinks:
+        (folder / name).symlink_to(ROOT / target)
+    return folder
+
+
+def grade_at(level: str, attack: Attack, arena: Arena, assignment, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv(isolation.ENV_VAR, level)
+    folder = hostile_submission(attack, arena, tmp_path / attack.name)
+    return grade_submission(folder, assignment, device="cpu", only=attack.only)
+
+
+def split(grade, attack: Attack) -> tuple[dict, dict]:
+    """(attacked, others): {"exercise.target": (score, max_score)} of each kind."""
+    points = points_by_target(grade)
+    hit = {t: p for t, p in points.items() if t in attack.attacked or t.split(".")[0] in attack.attacked}
+    return hit, {t: p for t, p in points.items() if t not in hit}
+
+
+def survivors(mark: str) -> list[int]:
+    """Processes named `mark` (every process an attack starts renames itself so)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == mark:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def strays(nonce: str, *folders: Path) -> list[str]:
+    """Files named after the nonce anywhere under `folders` (the project tree without its venv)."""
+    found = []
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if d not in (".venv", ".git", "node_modules")]
+            found += [os.path.join(root, f) for f in files + dirs if nonce in f]
+    return found
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
+def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, best_level, arena, tmp_path,
+                                                                 monkeypatch):
+    if LEVELS.index(best_level) > LEVELS.index(attack.level):
+        pytest.skip(f"needs isolation {attack.level}; this machine has {best_level} (see SECURITY.md)")
+    g = grade_at(best_level, attack, arena, fast, tmp_path, monkeypatch)
+    hit, others = split(g, attack)
+
+    assert g.isolation == best_level
+    assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
+    assert others and all(score == maximum > 0 for score, maximum in others.values()), \
+        [(t.name, t.output[:300]) for t in g.tests if t.status != "passed" and f"{t.exercise}.{t.target}" in others]
+    if attack.message:
+        failures = [t.output for t in g.tests if f"{t.exercise}.{t.target}" in hit and t.status in ("failed", "error")]
+        assert any(attack.message in m for m in failures), failures[:2]
+
+    # What the trusted side writes is the trusted grade, and the report escapes everything.
+    document = results_document(g, fast)
+    assert document["score"] == g.score < g.max_score and document["torchgrade"]["isolation"] == best_level
+    html = render_report(g, fast)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    if attack.name == "html_injection":
+        assert "&lt;script&gt;alert(" in html
+
+    # Nothing appears where it should not, nothing unpickles, nothing survives.
+    assert not arena.canary.exists()
+    assert strays(arena.nonce, ROOT, arena.out, arena.private) == []
+    if best_level == "bwrap":  # only the bubblewrap sandbox has a /tmp of its own
+        assert not [p for p in os.listdir(tempfile.gettempdir()) if arena.nonce in p]
+    deadline = time.monotonic() + 5
+    while survivors(arena.mark) and time.monotonic() < deadline:  # SIGKILLed, maybe not yet reaped
+        time.sleep(0.05)
+    assert survivors(arena.mark) == []
+
+
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if a.works_unisolated], ids=lambda a: a.name)
+def test_without_isolation_the_attack_would_have_worked(attack, fast, arena, tmp_path, monkeypatch):
+    g = grade_at("process", attack, arena, fast, tmp_path, monkeypatch)
+    hit, _ = split(g, attack)
+    assert g.isolation == "process"
+    assert hit and all(score == maximum > 0 for score, maximum in hit.values()), \
+        [(t.name, t.output[:300]) for t in g.tests if t.status != "passed"]
+
+
+CLASS = ("exit_at_import", "import_hang", "kill_parent", "kill_everything", "fork_bomb", "lingering_processes",
+         "output_flood", "write_results", "read_secrets", "steal_reference", "html_injection")
+#: The folder (so the name in every report) of a submission can hold markup too.
+FOLDER = {"html_injection": "<img src=x onerror=alert(1)>"}
+
+
+def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, tmp_path):
+    """`torchgrade grade` over a class: every submission gets its results, the honest one full marks, each
+    attack zero where it attacks; the grader's own secret (in its environment) stays out of reach."""
+    checks = tmp_path / "checks"
+    for name in ("__init__.py", "pytest.ini", "visible/__init__.py", "hidden/__init__.py", "visible/test_tensors.py",
+                 "hidden/test_tensors.py"):
+        (checks / name).parent.mkdir(parents=True, exist_ok=True)
+        (checks / name).write_text((ROOT / "graders" / "checks" / name).read_text())
+    yaml = tmp_path / "assignment.yaml"
+    yaml.write_text(fast_assignment_text(checks))
+    attacks = [a for a in ATTACKS if a.name in CLASS and LEVELS.index(best_level) <= LEVELS.index(a.level)]
+    roster = tmp_path / "class"
+    make_submission(roster / "honest")
+    for attack in attacks:
+        hostile_submission(attack, arena, roster / FOLDER.get(attack.name, attack.name))
+    env = {**os.environ, isolation.ENV_VAR: best_level, SECRET_NAME: arena.nonce}
+    done = subprocess.run([sys.executable, "-m", "graders.cli", "grade", str(roster), "--out", str(arena.out),
+                           "-j", "2", "--device", "cpu", "--assignment", str(yaml)],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    def points(name: str) -> dict[str, tuple[float, float]]:
+        document = json.loads((arena.out / name / "results.json").read_text())
+        assert document["torchgrade"]["isolation"] == best_level
+        totals: dict[str, list[float]] = {}
+        for t in document["tests"]:
+            total = totals.setdefault(f"{t['exercise']}.{t['target']}", [0.0, 0.0])
+            total[0] += t["score"]
+            total[1] += t["max_score"]
+        return {k: (round(s, 6), round(m, 6)) for k, (s, m) in totals.items()}
+
+    honest = points("honest")
+    assert honest and all(score == maximum > 0 for score, maximum in honest.values())
+    for attack in attacks:
+        got = points(FOLDER.get(attack.name, attack.name))
+        assert set(got) == set(honest), attack.name
+        for target, (score, maximum) in got.items():
+            hit = target in attack.attacked or target.split(".")[0] in attack.attacked
+            assert (score == 0 < maximum) if hit else (score == maximum), (attack.name, target, score, maximum)
+    for page in [arena.out / "index.html", *arena.out.glob("*/report.html")]:
+        html = page.read_text()
+        assert "<img src=x" not in html and "<script>alert" not in html, page
+    assert "&lt;img src=x" in (arena.out / "index.html").read_text()  # the name is there, as text
+    assert strays(arena.nonce, ROOT, arena.private) == []
+    assert not [p for p in os.listdir(arena.out) if arena.nonce in p]
+    assert survivors(arena.mark) == []

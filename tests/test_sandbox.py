@@ -1,0 +1,434 @@
+"""The sandbox's mechanisms, one by one: what a submission sees, its limits, what it leaves behind.
+
+A tiny "spy" module stands in for a submission: its functions report, as plain data, what they
+can see and do from inside a worker. Each test runs at every isolation level this machine has
+(bubblewrap, an unprivileged user, plain processes); a level that is not available is skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+
+from graders.grading import grade_submission
+from graders.results import results_document
+from graders.sandbox import host, inbox, isolation, wire
+from graders.sandbox.host import BadReply, Died, Limits, Sandbox, Timeout, checked
+
+SPY = '''
+import os, signal, socket, sys, time
+
+def facts():
+    def visible(path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError as e:
+            return type(e).__name__
+    try:
+        os.kill(os.getppid(), 0)
+        signal_parent = "allowed"
+    except OSError as e:
+        signal_parent = type(e).__name__
+    return {"uid": os.getuid(), "cwd": os.getcwd(), "home": os.environ.get("HOME"), "tmpdir": os.environ.get("TMPDIR"),
+            "env": sorted(os.environ), "file": os.path.abspath(__file__), "signal_parent": signal_parent,
+            "reference": visible(REFERENCE), "checks": visible(CHECKS), "host_tmp": os.path.exists(HOST_FILE),
+            "inbox": visible(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))}
+
+def shout(megabytes):
+    for _ in range(megabytes):
+        print("x" * (1 << 20))
+    return "done"
+
+def hoard(chunk_mb):
+    kept = []
+    try:
+        while len(kept) < 10_000:
+            kept.append(bytearray(chunk_mb << 20))
+    except MemoryError:
+        pass
+    return len(kept) * chunk_mb
+
+def write_big(megabytes):
+    try:
+        with open("big.bin", "wb") as f:
+            for _ in range(megabytes):
+                f.write(b"\\0" * (1 << 20))
+                f.flush()
+    except OSError as e:
+        return [type(e).__name__, os.path.getsize("big.bin")]
+    return ["no error", os.path.getsize("big.bin")]
+
+def fork_many(n):
+    started = 0
+    for _ in range(n):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        started += 1
+    return started
+
+def spin():
+    while True:
+        pass
+
+def daemon(name):
+    ready, told = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            import ctypes
+            ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)
+            os.write(told, b"!")
+            time.sleep(60)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.read(ready, 1)  # the daemon has its name
+    return "started"
+
+def ticker(path):
+    import threading
+    def tick():
+        while True:
+            with open(path, "a") as f:
+                f.write(".")
+            time.sleep(0.01)
+    threading.Thread(target=tick, daemon=True).start()
+    time.sleep(0.1)
+    return "ticking"
+
+def detached_ticker(path):
+    if os.fork() == 0:
+        os.setsid()  # out of the worker's process group
+        while True:
+            with open(path, "a") as f:
+                f.write(".")
+            time.sleep(0.01)
+    time.sleep(0.1)
+    return "ticking"
+
+def nothing():
+    return None
+'''
+
+
+def available_levels() -> list[str]:
+    found = []
+    for level in isolation.LEVELS:
+        try:
+            host.zygote(level)
+        except host.IsolationError:
+            continue
+        found.append(level)
+    return found
+
+
+LEVELS = available_levels()
+
+
+@pytest.fixture(params=isolation.LEVELS)
+def level(request):
+    if request.param not in LEVELS:
+        pytest.skip(f"isolation {request.param} is not available on this machine")
+    return request.param
+
+
+@pytest.fixture
+def spy(tmp_path):
+    """A submission folder holding spy.py, and a file in the host's /tmp it must not see."""
+    host_file = Path(f"/tmp/torchgrade-test-{uuid.uuid4().hex}")
+    host_file.write_text("host only")
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    constants = (f"REFERENCE = {str(ROOT / 'reference')!r}\nCHECKS = {str(ROOT / 'graders' / 'checks')!r}\n"
+                 f"HOST_FILE = {str(host_file)!r}\n")
+    (folder / "spy.py").write_text(constants + SPY)
+    yield folder
+    host_file.unlink()
+
+
+def call(sandbox: Sandbox, name: str, *args, timeout: float = 30.0):
+    reply = sandbox.run("spy", name, "call", args, {}, {}, timeout=timeout)
+    return reply["value"]
+
+
+def named(name: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_worker_sees_a_scrubbed_environment_and_a_private_working_folder(level, spy, monkeypatch):
+    monkeypatch.setenv("TORCHGRADE_TEST_TOKEN", "secret")
+    sb = Sandbox(spy, level=level)
+    try:
+        facts = call(sb, "facts")
+    finally:
+        sb.close()
+    allowed = {"PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONPATH",
+               "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "HOME", "OMP_NUM_THREADS", "TMPDIR", "USER", "LOGNAME"}
+    assert set(facts["env"]) <= allowed
+    assert facts["home"] == facts["tmpdir"] == facts["cwd"]
+    assert os.path.dirname(facts["file"]) != facts["cwd"]  # it runs a staged copy, from another folder
+    assert sb.isolation == level
+
+
+def test_under_bubblewrap_a_worker_sees_neither_the_reference_nor_the_checks_nor_the_hosts_tmp(spy):
+    if "bwrap" not in LEVELS:
+        pytest.skip("bubblewrap is not available on this machine")
+    sb = Sandbox(spy, level="bwrap")
+    try:
+        facts = call(sb, "facts")
+    finally:
+        sb.close()
+    assert facts["reference"] == "FileNotFoundError"
+    assert facts["checks"] == []  # graders/checks is there (graders is), but empty
+    assert facts["host_tmp"] is False
+    assert facts["file"].startswith(isolation.INSIDE + "/")
+    assert facts["inbox"] in ("PermissionError", [])  # other submissions' folders cannot be listed
+
+
+def test_as_root_workers_run_as_a_user_of_their_own_that_cannot_signal_the_zygote(level, spy):
+    if os.geteuid() != 0 or level == "process":
+        pytest.skip("workers switch user only when the grader runs as root (bwrap or unprivileged-user)")
+    sb = Sandbox(spy, level=level)
+    try:
+        facts = call(sb, "facts")
+    finally:
+        sb.close()
+    if sb._zygote.plan.user is None:
+        pytest.skip("this machine's bubblewrap could not switch users (see the stderr note)")
+    assert facts["uid"] == isolation.sandbox_user()[0] != 0
+    assert facts["signal_parent"] == "PermissionError"
+
+
+def test_printed_output_is_cut_at_the_budget_and_the_report_keeps_its_tail(level, spy):
+    sb = Sandbox(spy, Limits(output_bytes=100_000), level=level)
+    try:
+        assert call(sb, "shout", 20) == "done"  # 20 MB printed: the call itself succeeds
+        workdir = sb.workers["spy.shout"].workdir
+        assert 100_000 <= (workdir / "output.log").stat().st_size < 101_000
+    finally:
+        sb.close()
+    kept = sb.output["spy.shout"]
+    assert len(kept) < host.OUTPUT_KEEP_BYTES + 200
+    assert "[output cut here" in kept and "earlier bytes cut" in kept
+
+
+def test_memory_is_capped_per_worker(level, spy):
+    sb = Sandbox(spy, Limits(memory_bytes=256 * 1024**2), level=level)
+    try:
+        got = call(sb, "hoard", 16)
+    finally:
+        sb.close()
+    assert 0 < got <= 256
+
+
+def test_files_are_capped_in_size(level, spy):
+    sb = Sandbox(spy, Limits(file_bytes=2 * 1024**2), level=level)
+    try:
+        assert call(sb, "write_big", 5) == ["OSError", 2 * 1024**2]
+    finally:
+        sb.close()
+
+
+def test_cpu_time_is_capped_and_the_message_says_so(level, spy):
+    sb = Sandbox(spy, Limits(cpu_seconds=1), level=level)
+    try:
+        with pytest.raises(Died, match="CPU-time limit"):
+            call(sb, "spin", timeout=30)
+    finally:
+        sb.close()
+
+
+def test_a_slow_call_times_out_and_the_next_one_gets_a_fresh_worker(level, spy):
+    sb = Sandbox(spy, level=level)
+    try:
+        with pytest.raises(Timeout, match="timed out after 0.5 s"):
+            call(sb, "spin", timeout=0.5)
+        assert call(sb, "nothing") is None
+    finally:
+        sb.close()
+
+
+def test_processes_are_capped_for_a_sandbox_user_of_its_own(level, spy):
+    if os.geteuid() != 0 or level == "process":
+        pytest.skip("the process cap applies to a sandbox user of its own (a grader running as root)")
+    sb = Sandbox(spy, Limits(processes=40), level=level)
+    try:
+        if sb.isolation == "bwrap" and host.zygote("bwrap").plan.user is None:
+            pytest.skip("this machine's bubblewrap could not switch users")
+        assert call(sb, "fork_many", 200) < 40
+    finally:
+        sb.close()
+
+
+def test_a_daemon_does_not_outlive_its_worker(level, spy):
+    name = "tgd" + uuid.uuid4().hex[:12]
+    sb = Sandbox(spy, level=level)
+    try:
+        assert call(sb, "daemon", name) == "started"
+        assert named(name), "the daemon should be running while its worker lives"
+        sb._retire("spy.daemon")  # the worker is killed: its orphan goes with it
+        assert named(name) == []
+    finally:
+        sb.close()
+
+
+def test_nothing_survives_the_submission(level, spy):
+    name = "tgd" + uuid.uuid4().hex[:12]
+    sb = Sandbox(spy, level=level)
+    call(sb, "daemon", name)
+    call(sb, "fork_many", 5)
+    sb.close()
+    assert named(name) == []
+    assert not sb._home.exists()
+
+
+@pytest.mark.parametrize("ticker", ["ticker", "detached_ticker"])
+def test_an_idle_worker_is_stopped_so_what_it_left_running_cannot_compete(level, spy, ticker):
+    sb = Sandbox(spy, level=level)
+    try:
+        call(sb, ticker, "ticks.txt")
+        ticks = sb.workers[f"spy.{ticker}"].workdir / "ticks.txt"
+        time.sleep(0.05)  # a write under way when the stop came ends first
+        size = ticks.stat().st_size
+        time.sleep(0.3)
+        assert ticks.stat().st_size == size  # stopped between requests, thread or process
+        call(sb, "nothing")  # another target: the ticker stays stopped
+        assert ticks.stat().st_size == size
+    finally:
+        sb.close()
+
+
+def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):
+    sb = Sandbox(spy, level=level)
+    try:
+        call(sb, "nothing")
+        host.zygote(level).process.kill()  # as if a submission had killed it
+        assert call(sb, "nothing") is None
+        assert call(sb, "facts")["cwd"]
+    finally:
+        sb.close()
+
+
+def test_the_zygote_signals_none_but_its_own_workers(spy):
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        zygote = host.zygote("process")
+        for op in ("pause", "reap"):
+            assert "error" in zygote._ask({"op": op, "pid": bystander.pid})
+        for pid in (0, 1, -1):
+            assert "error" in zygote._ask({"op": "pause", "pid": pid})
+        state = Path(f"/proc/{bystander.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state != "T" and bystander.poll() is None  # neither stopped nor killed
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_staging_copies_regular_files_only(tmp_path, monkeypatch):
+    source = tmp_path / "source"
+    (source / "pkg" / "__pycache__").mkdir(parents=True)
+    (source / "tensors.py").write_text("x = 1\n")
+    (source / "pkg" / "helper.py").write_text("y = 2\n")
+    (source / "pkg" / "__pycache__" / "helper.pyc").write_bytes(b"\0")
+    (source / "big.bin").write_bytes(b"\0" * 5000)
+    (source / "link.py").symlink_to(ROOT / "reference" / "tensors.py")
+    (source / "linked_dir").symlink_to(ROOT / "reference")
+    os.mkfifo(source / "pipe")
+    monkeypatch.setattr(inbox, "MAX_STAGED_BYTES", 1000)
+    inbox.stage(source, tmp_path / "staged")
+    staged = sorted(str(p.relative_to(tmp_path / "staged")) for p in (tmp_path / "staged").rglob("*"))
+    assert staged == ["pkg", "pkg/helper.py", "tensors.py"]
+
+
+def test_an_unknown_isolation_level_is_refused(monkeypatch, spy):
+    monkeypatch.setenv(isolation.ENV_VAR, "chroot")
+    with pytest.raises(isolation.IsolationError, match="TORCHGRADE_ISOLATION='chroot'"):
+        Sandbox(spy)
+
+
+def test_the_grade_records_the_isolation_level(assignment):
+    g = grade_submission(ROOT / "reference", assignment, device="cpu", only=("conv.conv_output_size",))
+    assert g.isolation == host.isolation_level() in isolation.LEVELS
+    assert results_document(g, assignment)["torchgrade"]["isolation"] == g.isolation
+
+
+# --- what comes back ---------------------------------------------------------------------------------
+
+def frame_of(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+class Subclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("value, why", [
+    (Payload(), "not plain data"),
+    (torch.ones(2).as_subclass(Subclass), "not plain data"),
+    (torch.nn.Parameter(torch.ones(2)), "Parameter"),
+    (torch.ones(3, 3).to_sparse(), "layout"),
+    ({1.5: "x"}, "dict key"),
+], ids=["code-on-unpickling", "tensor-subclass", "parameter", "sparse", "float-key"])
+def test_a_reply_that_is_not_plain_data_is_refused(value, why):
+    with pytest.raises(wire.WireError, match=why):
+        wire.decode(frame_of({"value": value}))
+
+
+def test_a_reply_that_stands_for_an_enormous_tree_is_refused_at_once():
+    tree = 0
+    for _ in range(30):  # 2**30 leaves, a frame of a few hundred bytes
+        tree = [tree, tree]
+    with pytest.raises(wire.WireError, match="more than"):
+        wire.decode(frame_of(tree))
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_a_raw_pickle_is_refused():
+    with pytest.raises(wire.WireError):
+        wire.decode(pickle.dumps(Payload()))
+
+
+@pytest.mark.parametrize("reply, why", [
+    ([1, 2], "not an outcome"),
+    ({"probe_error": torch.ones(1)}, "probe_error as a Tensor"),
+    ({"import_error": "boom"}, "not a description"),
+    ({"calls": {"view": 3}}, "call's place as a int"),
+    ({"value": {"__raised__": "RuntimeError", "message": 7}}, "message as a int"),
+])
+def test_a_reply_of_the_wrong_shape_is_refused(reply, why):
+    with pytest.raises(BadReply, match=why):
+        checked(reply)
+
+
+def test_text_in_a_reply_is_cut_to_size():
+    reply = checked({"probe_error": "x" * 10**6, "import_error": {"type": "E" * 1000, "traceback": "t" * 10**6}})
+    assert len(reply["probe_error"]) < host.MAX_TEXT + 20
+    assert len(reply["import_error"]["type"]) == 200 and len(reply["import_error"]["traceback"]) < host.MAX_TEXT + 20
