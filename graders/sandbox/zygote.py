@@ -161,8 +161,11 @@ def serve(control: socket.socket, config: dict) -> None:
     """Answer requests until the host closes the control socket, then kill everything and clean up."""
     with contextlib.suppress(Exception):  # without it, orphans go to init and are killed by pid namespace only
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    # Imports torch: the cost every worker then shares.
+    # Imports torch, and torch's lazy imports: the cost every worker then shares.
     from graders.sandbox import worker
+    from graders.sandbox.warmup import warm_up
+
+    warm_up()
 
     user = tuple(config["user"]) if config.get("user") else None
     why = check_user(user)
