@@ -226,7 +226,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 
 
-def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int) -> None:
+def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environment: dict[str, str]) -> None:
     """Everything that happens before student code: session, user, privileges, folders, limits, output."""
     zygote = os.getppid()
     os.setsid()  # own process group: the zygote stops and kills the worker and all it started in one go
@@ -245,16 +245,18 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int) -> None:
     os.chdir(workdir)
     limits = config.get("limits", {})
     _capture_output(workdir, int(limits.get("output_bytes") or 0))
+    os.environ.clear()
+    os.environ.update({k: v for k, v in environment.items() if k != "PWD"})  # PWD: bubblewrap's, stale
     os.environ["HOME"] = os.environ["TMPDIR"] = str(workdir)
     os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"  # the sandbox user has no entry in /etc/passwd
-    os.environ.pop("PWD", None)  # bubblewrap's, naming the zygote's folder
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
     apply_limits(limits, dedicated_user=user is not None)
 
 
-def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None) -> None:
+def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,
+          environment: dict[str, str] | None = None) -> None:
     """Entry point in the freshly forked child: isolate, import the module, then serve until the host hangs up."""
-    isolate(config, user, sock_fd)
+    isolate(config, user, sock_fd, dict(os.environ) if environment is None else environment)
     conn = Connection(sock_fd)
     session = Session(Path(config["submission"]), config["exercise"])
     hello = session.load()

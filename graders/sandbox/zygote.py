@@ -157,8 +157,12 @@ def become(user: tuple[int, int]) -> None:
     raise RuntimeError("the worker could switch back to root")
 
 
-def serve(control: socket.socket, config: dict) -> None:
-    """Answer requests until the host closes the control socket, then kill everything and clean up."""
+def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> None:
+    """Answer requests until the host closes the control socket, then kill everything and clean up.
+
+    `environment` is the zygote's environment before it imported anything: every worker starts
+    from it, not from what imports set since (torch sets cache folders, shared by all workers).
+    """
     with contextlib.suppress(Exception):  # without it, orphans go to init and are killed by pid namespace only
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Imports torch, and torch's lazy imports: the cost every worker then shares.
@@ -187,7 +191,7 @@ def serve(control: socket.socket, config: dict) -> None:
                 if pid == 0:
                     control.close()
                     try:
-                        worker.start(fds[0], request, user)
+                        worker.start(fds[0], request, user, environment)
                     finally:
                         os._exit(70)
                 for fd in fds:
@@ -241,4 +245,5 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the host's to handle
     # `-m` put the working folder (the inbox) first on the path: nothing may be imported from there.
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
-    serve(socket.socket(fileno=int(sys.argv[1])), json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})
+    serve(socket.socket(fileno=int(sys.argv[1])), json.loads(sys.argv[2]) if len(sys.argv) > 2 else {},
+          dict(os.environ))
