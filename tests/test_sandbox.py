@@ -436,3 +436,13 @@ def test_text_in_a_reply_is_cut_to_size():
     reply = checked({"probe_error": "x" * 10**6, "import_error": {"type": "E" * 1000, "traceback": "t" * 10**6}})
     assert len(reply["probe_error"]) < host.MAX_TEXT + 20
     assert len(reply["import_error"]["type"]) == 200 and len(reply["import_error"]["traceback"]) < host.MAX_TEXT + 20
+
+
+def test_bubblewrap_makes_every_folder_above_a_bind_traversable(monkeypatch):
+    """bwrap makes the folders above a bind 0700: the sandbox user could not reach Python in /root/.pyenv
+    or a checkout in /tmp/ci (below the sandbox's own /tmp), so they are made 0755 first."""
+    monkeypatch.setattr(isolation, "readable_dirs", lambda: ["/tmp/ci/main/graders", "/root/.pyenv/versions/3.11"])
+    args = list(isolation._bwrap_plan("bwrap", "/tmp/inbox", (1, 1)).prefix)
+    made = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--dir" and args[i - 1] == "0755"}
+    assert {"/tmp/ci", "/tmp/ci/main", "/root", "/root/.pyenv", "/root/.pyenv/versions"} <= made
+    assert "/tmp" not in made and "/" not in made

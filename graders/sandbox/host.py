@@ -331,6 +331,8 @@ class Worker:
         self.exercise = exercise
         self.workdir = workdir
         self.paused = False
+        #: It waited, stopped, for this request: whatever killed it then was not its own code.
+        self.resumed = False
         self.closed = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -348,7 +350,8 @@ class Worker:
             return False
         if self.paused:
             self.paused = not self.zygote.signal_group(self.pid, "resume")
-            return not self.paused
+            self.resumed = not self.paused
+            return self.resumed
         return True
 
     def request(self, message: dict, timeout: float) -> dict:
@@ -359,6 +362,7 @@ class Worker:
             raise self._failure(Died, "the sandbox process {exit}") from None
         reply = self._receive(timeout, importing=False)
         self.paused = self.zygote.signal_group(self.pid, "pause")
+        self.resumed = False
         return reply
 
     def _receive(self, timeout: float, importing: bool) -> dict:
@@ -381,10 +385,12 @@ class Worker:
             raise self._failure(BadReply, str(e)) from None
 
     def _failure(self, kind: type[SandboxFailure], message: str) -> SandboxFailure:
-        """Kill the worker, then build the failure: how it ended, and whether the zygote died with it."""
+        """Kill the worker, then build the failure: how it ended, and whether it may have been collateral
+        damage: the zygote died with it, or it was killed (SIGKILL, by another process of the same
+        submission) while it waited, stopped, and had just been woken for this request."""
         code = self.close()
         failure = kind(message.replace("{exit}", _describe_exit(code)))
-        failure.collateral = self.zygote.dead
+        failure.collateral = self.zygote.dead or (kind is Died and self.resumed and code == -signal.SIGKILL)
         return failure
 
     def close(self) -> int | None:

@@ -164,7 +164,13 @@ def _bwrap_plan(bwrap: str, box: str, user: tuple[int, int] | None) -> Plan:
 
 
 def _under_system(path: str) -> bool:
-    return any(path == d or path.startswith(d + "/") for d in ("/tmp", "/dev", "/proc", "/sys", *_SYSTEM_DIRS))
+    """Whether bwrap has that folder already: a system bind, /dev, /proc, /sys, or a tmpfs mount point.
+
+    Below the private /tmp a folder still has to be made (a checkout in /tmp/ci/...).
+    """
+    if path in ("/", "/tmp", "/dev/shm"):
+        return True
+    return any(path == d or path.startswith(d + "/") for d in ("/dev", "/proc", "/sys", *_SYSTEM_DIRS))
 
 
 def readable_dirs() -> list[str]:
