@@ -151,13 +151,8 @@ def check(request: pytest.FixtureRequest) -> Differential:
         target = state.assignment.target(exercise, name)
     except KeyError:
         raise pytest.UsageError(f"{item.nodeid}: {exercise}.{name} is not in {state.assignment.path.name}") from None
-    patterns = forbidden_patterns(state.assignment, exercise, name)
-    return Differential(state.assignment, target, state.submission, state.sandbox, patterns,
+    return Differential(state.assignment, target, state.submission, state.sandbox, target.forbidden,
                         hidden=_visibility(item, state) == "hidden")
-
-
-def forbidden_patterns(assignment: config_module.Assignment, exercise: str, name: str) -> tuple[str, ...]:
-    return assignment.target(exercise, name).forbidden
 
 
 def _message(excinfo: pytest.ExceptionInfo) -> str:
