@@ -121,7 +121,20 @@ def detached_ticker(path):
     return "ticking"
 
 def nothing():
+    print("nothing to do")
     return None
+
+POISONED = False
+
+def poison():
+    global POISONED
+    POISONED = True
+    print("poisoned")
+
+def dies_if_poisoned():
+    if POISONED:
+        os._exit(3)
+    print("alive")
 '''
 
 
@@ -156,6 +169,7 @@ def spy(tmp_path):
     constants = (f"REFERENCE = {str(ROOT / 'reference')!r}\nCHECKS = {str(ROOT / 'graders' / 'checks')!r}\n"
                  f"HOST_FILE = {str(host_file)!r}\n")
     (folder / "spy.py").write_text(constants + SPY)
+    (folder / "bystander.py").write_text("def nothing():\n    return None\n")
     yield folder
     host_file.unlink()
 
@@ -228,8 +242,8 @@ def test_printed_output_is_cut_at_the_budget_and_the_report_keeps_its_tail(level
     sb = Sandbox(spy, Limits(output_bytes=100_000), level=level)
     try:
         assert call(sb, "shout", 20) == "done"  # 20 MB printed: the call itself succeeds
-        workdir = sb.workers["spy.shout"].workdir
-        assert 100_000 <= (workdir / "output.log").stat().st_size < 101_000
+        workdir = sb.workers["spy"].workdir
+        assert 100_000 <= (workdir / "shout.output.log").stat().st_size < 101_000
     finally:
         sb.close()
     kept = sb.output["spy.shout"]
@@ -291,7 +305,7 @@ def test_a_daemon_does_not_outlive_its_worker(level, spy):
     try:
         assert call(sb, "daemon", name) == "started"
         assert named(name), "the daemon should be running while its worker lives"
-        sb._retire("spy.daemon")  # the worker is killed: its orphan goes with it
+        sb._retire("spy")  # the worker is killed: its orphan goes with it
         assert named(name) == []
     finally:
         sb.close()
@@ -308,19 +322,34 @@ def test_nothing_survives_the_submission(level, spy):
 
 
 @pytest.mark.parametrize("ticker", ["ticker", "detached_ticker"])
-def test_an_idle_worker_is_stopped_so_what_it_left_running_cannot_compete(level, spy, ticker):
+def test_a_worker_is_stopped_while_another_module_runs_so_what_it_left_running_cannot_compete(level, spy, ticker):
     sb = Sandbox(spy, level=level)
     try:
         call(sb, ticker, "ticks.txt")
-        ticks = sb.workers[f"spy.{ticker}"].workdir / "ticks.txt"
+        ticks = sb.workers["spy"].workdir / "ticks.txt"
+        assert sb.run("bystander", "nothing", "call", (), {}, {}, timeout=30)["value"] is None
         time.sleep(0.05)  # a write under way when the stop came ends first
         size = ticks.stat().st_size
         time.sleep(0.3)
-        assert ticks.stat().st_size == size  # stopped between requests, thread or process
-        call(sb, "nothing")  # another target: the ticker stays stopped
-        assert ticks.stat().st_size == size
+        assert ticks.stat().st_size == size  # stopped while the other module's worker ran, thread or process
     finally:
         sb.close()
+
+
+def test_one_module_shares_a_worker_and_a_failure_after_another_target_is_tried_again_alone(level, spy):
+    sb = Sandbox(spy, level=level)
+    try:
+        call(sb, "nothing")
+        first = sb.workers["spy"]
+        call(sb, "poison")
+        assert sb.workers["spy"] is first  # every target of the module, one process
+        assert call(sb, "dies_if_poisoned") is None  # died where poison ran before; alone it passes
+        assert sb.workers["spy"] is not first
+        assert call(sb, "dies_if_poisoned") is None  # the fresh worker is kept
+    finally:
+        sb.close()
+    assert set(sb.output) >= {"spy.nothing", "spy.poison", "spy.dies_if_poisoned"}
+    assert "poisoned" in sb.output["spy.poison"] and "poisoned" not in sb.output["spy.nothing"]
 
 
 def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):

@@ -3,8 +3,8 @@
 Nothing here imports or calls student code. Replies are decoded by ``wire.decode`` (a weights-only
 load of plain types) and their text fields are type-checked and cut to size; a worker that hangs is
 killed with its whole process group, one that dies is reported with how it died, and the next
-request for that target gets a fresh worker. A worker is stopped (SIGSTOP, with every process it
-started) while it waits for its next request, so nothing it left running competes with the target
+request for that module gets a fresh worker. A worker is stopped (SIGSTOP, with every process it
+started) while another module's worker runs, so nothing it left running competes with the module
 being graded.
 
 One zygote per trusted process and isolation level (``isolation.LEVELS``) forks the workers. If the
@@ -27,11 +27,11 @@ import threading
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from . import inbox, isolation, wire
 from .isolation import IsolationError, Plan
-from .worker import OUTPUT_FILE
+from .worker import output_file
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `graders/`
 #: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
@@ -323,13 +323,15 @@ def checked(reply: Any) -> dict:
 
 
 class Worker:
-    """One sandbox process serving one target of one submission."""
+    """One sandbox process serving the targets of one student module, one request at a time."""
 
     def __init__(self, zygote: Zygote, submission: str, exercise: str, workdir: Path, limits: Limits,
                  timeout: float):
         self.zygote = zygote
         self.exercise = exercise
         self.workdir = workdir
+        #: The targets it has run a request for (each printed into a file of its own).
+        self.served: set[str] = set()
         self.paused = False
         #: It waited, stopped, for this request: whatever killed it then was not its own code.
         self.resumed = False
@@ -344,8 +346,13 @@ class Worker:
         ours.close()
         self.hello = self._receive(timeout, importing=True)
 
+    def pause(self) -> None:
+        """Stop it and everything it started until its next request (another module's turn)."""
+        if not self.paused and not self.closed:
+            self.paused = self.zygote.signal_group(self.pid, "pause")
+
     def usable(self) -> bool:
-        """Whether this (paused) worker can take another request: its zygote lives and so does it."""
+        """Whether this worker can take another request: its zygote lives and so does it (resumed if paused)."""
         if not self.zygote.alive():
             return False
         if self.paused:
@@ -356,14 +363,15 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> dict:
         """Send one request; return the decoded reply or raise a SandboxFailure."""
+        self.served.add(message["target"])
         try:
             self.conn.send_bytes(wire.encode(message))
         except OSError:
             raise self._failure(Died, "the sandbox process {exit}") from None
-        reply = self._receive(timeout, importing=False)
-        self.paused = self.zygote.signal_group(self.pid, "pause")
-        self.resumed = False
-        return reply
+        try:
+            return self._receive(timeout, importing=False)
+        finally:
+            self.resumed = False
 
     def _receive(self, timeout: float, importing: bool) -> dict:
         module = f"{self.exercise}.py"
@@ -403,7 +411,14 @@ class Worker:
 
 
 class Sandbox:
-    """A submission's code behind the process boundary: one worker per target, made on demand."""
+    """A submission's code behind the process boundary: one worker per student module, made on demand.
+
+    A worker serves every target of its module (forking and importing once per target would cost
+    more than most checks). A failure is still charged to one target only: when a worker that
+    already ran another target times out, dies or answers nonsense, the request is run again in a
+    worker of its own, and only a failure there counts. A worker is stopped, with all it started,
+    while another module's worker runs.
+    """
 
     def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None):
         self.submission = Path(submission).resolve()
@@ -411,7 +426,9 @@ class Sandbox:
         self.requested = level if level is not None else isolation.requested_level()
         if self.requested is not None and self.requested not in isolation.LEVELS:
             raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
+        #: The live worker of each module.
         self.workers: dict[str, Worker] = {}
+        #: What the student's code printed: by module (while importing) and by "module.target".
         self.output: dict[str, str] = {}
         #: Modules whose import hung or killed the process: their other targets fail at once, alike.
         self.import_failures: dict[str, SandboxFailure] = {}
@@ -420,6 +437,7 @@ class Sandbox:
         self._zygote: Zygote | None = None
         self._home: Path | None = None
         self._spawned = 0
+        self._running: Worker | None = None
 
     @property
     def isolation(self) -> str:
@@ -439,17 +457,15 @@ class Sandbox:
             failure = self.import_failures.get(exercise) or self.wreckers.get(key)
             if failure is not None:
                 raise type(failure)(str(failure))
-            worker = self.workers.get(key)
-            if worker is not None and not worker.usable():  # killed while it waited: not its own doing
-                self._retire(key)
-                worker = None
+            worker = self._worker_for(exercise)
+            shared = worker is not None and bool(worker.served - {target})
             try:
                 if worker is None:
-                    worker = self._spawn(exercise, key, timeout)
+                    worker = self._spawn(exercise, timeout)
                 return worker.request(request, timeout)
             except SandboxFailure as e:
-                self._retire(key)
-                if e.collateral and not retried:  # the zygote died: this worker may only have died with it
+                self._retire(exercise)
+                if (e.collateral or shared) and not retried:  # not necessarily this target's doing: once more, alone
                     retried = True
                     continue
                 if e.collateral:  # twice: it is what kills the zygote, and is not run again
@@ -459,52 +475,72 @@ class Sandbox:
                     self.import_failures[exercise] = e
                 raise e from None
 
-    def _spawn(self, exercise: str, key: str, timeout: float) -> Worker:
+    def _worker_for(self, exercise: str) -> Worker | None:
+        """The module's live worker, running (the one that ran before is stopped), or None."""
+        worker = self.workers.get(exercise)
+        if self._running is not None and self._running is not worker:
+            self._running.pause()
+        self._running = worker
+        if worker is not None and not worker.usable():  # killed while it waited: not its own doing
+            self._retire(exercise)
+            return None
+        return worker
+
+    def _spawn(self, exercise: str, timeout: float) -> Worker:
         self._zygote = zygote(self.requested)
         if self._home is None:
             self._home = inbox.new_home()
             inbox.stage(self.submission, self._home / "submission")
         self._spawned += 1
-        workdir = inbox.workdir(self._home, f"{key}.{self._spawned}", self._zygote.plan.user)
+        workdir = inbox.workdir(self._home, f"{exercise}.{self._spawned}", self._zygote.plan.user)
         submission = self._zygote.plan.path(self._home / "submission")
         try:
             worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout)
         except SandboxFailure:
-            self._collect_output(key, workdir)
+            self._collect_output(exercise, workdir, ())
             raise
-        self.workers[key] = worker
+        self.workers[exercise] = self._running = worker
         return worker
 
-    def _retire(self, key: str) -> None:
-        worker = self.workers.pop(key, None)
+    def _retire(self, exercise: str) -> None:
+        worker = self.workers.pop(exercise, None)
+        if worker is self._running:
+            self._running = None
         if worker is not None:
             worker.close()
-            self._collect_output(key, worker.workdir)
+            self._collect_output(exercise, worker.workdir, worker.served)
 
-    def _collect_output(self, key: str, workdir: Path) -> None:
-        path = workdir / OUTPUT_FILE
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as f:
-                info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read
-                    return
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - OUTPUT_KEEP_BYTES))
-                text = f.read(OUTPUT_KEEP_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            return
-        if size > OUTPUT_KEEP_BYTES:
-            text = f"[... {size - OUTPUT_KEEP_BYTES} earlier bytes cut ...]\n" + text
-        if text:
-            self.output[key] = self.output.get(key, "") + text
+    def _collect_output(self, exercise: str, workdir: Path, targets: Iterable[str]) -> None:
+        """What a worker printed while importing, then while running each target, kept under their keys."""
+        for key, name in [(exercise, output_file(None))] + [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]:
+            text = _tail(workdir / name)
+            if text:
+                self.output[key] = self.output.get(key, "") + text
 
     def close(self) -> None:
         """Stop every worker, kill what they left behind, and remove the submission's folders."""
-        for key in list(self.workers):
-            self._retire(key)
+        for exercise in list(self.workers):
+            self._retire(exercise)
         if self._zygote is not None and self._zygote.alive():
             self._zygote.reset()
         if self._home is not None:
             inbox.remove(self._home)
+
+
+def _tail(path: Path) -> str:
+    """The last OUTPUT_KEEP_BYTES of a file a sandbox wrote ('' if it is missing or not a plain file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read
+                return ""
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - OUTPUT_KEEP_BYTES))
+            text = f.read(OUTPUT_KEEP_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    if size > OUTPUT_KEEP_BYTES:
+        text = f"[... {size - OUTPUT_KEEP_BYTES} earlier bytes cut ...]\n" + text
+    return text

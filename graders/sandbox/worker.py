@@ -189,21 +189,56 @@ class CappedOutput(io.RawIOBase):
         return len(view)
 
 
-def _capture_output(workdir: Path, limit: int) -> None:
-    """fds 1 and 2 go to the working folder's output file; Python's streams through a byte budget."""
-    out = os.open(workdir / OUTPUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    budget = [limit or 2**62]
-    for name, fd in (("stdout", 1), ("stderr", 2)):
-        stream = io.TextIOWrapper(io.BufferedWriter(CappedOutput(fd, budget)), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-        setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
+def output_file(target: str | None) -> str:
+    """The file in a worker's folder that takes what is printed while importing (None) or running `target`."""
+    return OUTPUT_FILE if target is None else f"{target}.{OUTPUT_FILE}"
+
+
+class _Output:
+    """Where this worker's printed output goes: one file per target, each with its own byte budget."""
+
+    def __init__(self) -> None:
+        self.folder = Path(".")
+        self.limit = 2**62
+        self.budget = [self.limit]
+        self.target: str | None = None
+
+    def capture(self, folder: Path, limit: int) -> None:
+        """Python's stdout and stderr write to fds 1 and 2 through the byte budget; stdin is empty."""
+        self.folder, self.limit = folder, limit or 2**62
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self._redirect(None)
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = io.TextIOWrapper(io.BufferedWriter(CappedOutput(fd, self.budget)), encoding="utf-8",
+                                      errors="backslashreplace", line_buffering=True)
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
+
+    def switch(self, target: str) -> None:
+        """From now on fds 1 and 2 go to `target`'s file, with a fresh budget (a worker serves every
+        target of its module, one request at a time; what a thread prints goes to the current one)."""
+        if target != self.target:
+            flush()
+            self._redirect(target)
+
+    def _redirect(self, target: str | None) -> None:
+        out = os.open(self.folder / output_file(target), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        self.target = target
+        self.budget[0] = self.limit
+
+
+def flush() -> None:
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+_output = _Output()
 
 
 def _close_inherited_fds(keep: set[int]) -> None:
@@ -244,7 +279,7 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
     workdir = Path(config["workdir"])
     os.chdir(workdir)
     limits = config.get("limits", {})
-    _capture_output(workdir, int(limits.get("output_bytes") or 0))
+    _output.capture(workdir, int(limits.get("output_bytes") or 0))
     os.environ.clear()
     os.environ.update({k: v for k, v in environment.items() if k != "PWD"})  # PWD: bubblewrap's, stale
     os.environ["HOME"] = os.environ["TMPDIR"] = str(workdir)
@@ -260,21 +295,18 @@ def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,
     conn = Connection(sock_fd)
     session = Session(Path(config["submission"]), config["exercise"])
     hello = session.load()
-    with contextlib.suppress(BaseException):
-        sys.stdout.flush()
-        sys.stderr.flush()
+    flush()
     conn.send_bytes(wire.encode(hello))
     while True:
         try:
             request = wire.decode(conn.recv_bytes(MAX_REQUEST_BYTES))
         except (EOFError, OSError):
             os._exit(0)
+        _output.switch(request["target"])
         reply = session.handle(request)
         try:
             frame = wire.encode(reply)
         except BaseException as e:
             frame = wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
+        flush()
         conn.send_bytes(frame)

@@ -170,6 +170,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     from graders.sandbox.warmup import warm_up
 
     warm_up()
+    import gc; gc.freeze()
 
     user = tuple(config["user"]) if config.get("user") else None
     why = check_user(user)

@@ -19,6 +19,7 @@ Models, losses and optimizers cannot cross the boundary, so a check names them (
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import importlib.util
@@ -31,7 +32,7 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
@@ -210,18 +211,31 @@ SCENARIOS: dict[str, Callable[..., dict]] = {"broadcast": _broadcast, "average":
 # --- one rank ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class _Group:
+    """How a set of ranks is started and joined (picklable, for ranks that are not forked from here)."""
+
+    device: str
+    folder: str  #: private: the rendezvous file, each rank's stderr and stack dump
+    timeout: float  #: the process group's own timeout, on init and on every collective
+    forked: bool  #: the ranks are forks of the process that asked (else children of a fork server)
+    #: Forked ranks: the target the group was started for, by id() (other targets are found in their module).
+    known: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class _Job:
-    """What every rank of one scenario needs (picklable, for ranks that are not forked from here)."""
+    """One scenario for every rank of a group (picklable)."""
 
     scenario: str
     payload: bytes  #: wire-encoded (args, kwargs, options)
-    device: str
-    folder: str  #: private: the rendezvous file, each rank's stderr and stack dump
-    timeout: float
     name: str  #: the target's name in its module
-    target: Any  #: the Target itself (forked ranks) or None (other ranks load it from `locator`)
-    locator: tuple[str, str] | None  #: (module name, file) of the target's module
+    identity: int  #: id() of the target's object in the process that asked
+    locator: tuple[str, str] | None  #: (module name, file) of the module that has it under `name`
     record: bool  #: record the torch calls the target makes (the sandbox's side)
+
+
+class _UnknownTarget(Exception):
+    """A rank forked before the target existed cannot run it: the group is started again, knowing it."""
 
 
 _stack_file = None  # kept open for faulthandler
@@ -235,34 +249,54 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _load(job: _Job) -> Target:
-    """The target in a rank not forked from the probe's process: its module imported afresh from its file."""
+def _find(group: _Group, job: _Job) -> Any:
+    """The target's object in this rank. A forked rank has the very object of the process that asked,
+    if it existed when the rank was forked; a rank of a fork server loads the module from its file."""
+    if group.forked:
+        found = group.known.get(job.identity)
+        if found is None and job.locator is not None:
+            found = getattr(sys.modules.get(job.locator[0]), job.name, None)
+        if found is None or id(found) != job.identity:
+            raise _UnknownTarget(job.name)
+        return found
     module_name, file = job.locator
     module = sys.modules.get(module_name)
-    if module is None:
+    if getattr(module, "__file__", None) != file:
         sys.path.insert(0, os.path.dirname(file))
         spec = importlib.util.spec_from_file_location(module_name, file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
+    return getattr(module, job.name)
+
+
+def _target(group: _Group, job: _Job) -> Target:
+    obj = _find(group, job)
     if not job.record:
-        return Target(getattr(module, job.name), job.name)
+        return Target(obj, job.name)
     from ..worker import CallRecorder
 
+    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__init__", None), "__code__", None)
+    file = job.locator[1] if job.locator else (code.co_filename if code is not None else "")
     recorder = CallRecorder(os.path.dirname(file) + os.sep)
-    return Target(getattr(module, job.name), job.name, lambda: recorder, recorder.calls)
+    return Target(obj, job.name, lambda: recorder, recorder.calls)
 
 
-def _run_rank(job: _Job, rank: int) -> dict:
-    target = job.target if job.target is not None else _load(job)
-    cuda_devices = torch.cuda.device_count() if job.device == "cuda" else 0
-    device, backend = placement(job.device, rank, cuda_devices, dist.is_nccl_available())
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if backend == "gloo" and os.path.exists("/sys/class/net/lo"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the ranks share this machine: loopback always works
-    dist.init_process_group(backend, init_method=f"file://{job.folder}/rendezvous", rank=rank,
-                            world_size=WORLD_SIZE, timeout=timedelta(seconds=job.timeout))
+def _sequence() -> int:
+    """How many collectives this rank has made in the default group (-1: the group is gone)."""
+    try:
+        return int(dist.distributed_c10d._get_default_group()._get_sequence_number_for_group())
+    except Exception:
+        return -1
+
+
+def _run_rank(group: _Group, job: _Job, rank: int) -> dict:
+    try:
+        target = _target(group, job)
+    except _UnknownTarget:
+        return {"unknown_target": True}
+    device, _ = placement(group.device, rank, torch.cuda.device_count() if group.device == "cuda" else 0,
+                          dist.is_nccl_available())
     args, kwargs, options = wire.decode(job.payload)
     try:
         reply = {"value": describe(SCENARIOS[job.scenario](target, rank, device, tuple(args), kwargs, **options))}
@@ -272,29 +306,58 @@ def _run_rank(job: _Job, rank: int) -> dict:
         reply = {"probe_error": str(e)}
     if target.calls is not None:
         reply["calls"] = dict(target.calls)
+    reply["sequence"] = _sequence()
     return reply
 
 
-def _rank_main(job: _Job, rank: int, conn: Connection) -> None:
-    """A rank's life: join the group, run the scenario, send the outcome, then wait to be killed."""
+def _join(group: _Group, rank: int) -> None:
+    device, backend = placement(group.device, rank, torch.cuda.device_count() if group.device == "cuda" else 0,
+                                dist.is_nccl_available())
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if backend == "gloo" and os.path.exists("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the ranks share this machine: loopback always works
+    dist.init_process_group(backend, init_method=f"file://{group.folder}/rendezvous", rank=rank,
+                            world_size=WORLD_SIZE, timeout=timedelta(seconds=group.timeout))
+
+
+def _rank_main(group: _Group, rank: int, conn: Connection) -> None:
+    """A rank's life: join the group, then run each scenario it is sent and answer, until it is killed.
+
+    Every scenario starts from the random state the rank started with, and its stderr file holds
+    only what that scenario printed.
+    """
     global _stack_file
     _die_with_parent()
     torch.set_num_threads(1)  # a forked OpenMP pool is unusable (DataLoader workers do the same)
-    err = os.open(os.path.join(job.folder, f"rank{rank}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(os.path.join(group.folder, f"rank{rank}.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(err, 2)
-    _stack_file = open(os.path.join(job.folder, f"rank{rank}.stack"), "w")
+    _stack_file = open(os.path.join(group.folder, f"rank{rank}.stack"), "w")
     faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
+    random_state = torch.get_rng_state()
     try:
-        reply = _run_rank(job, rank)
-    except BaseException as e:  # the group could not start, or the target's module could not load
-        reply = {"probe_error": f"rank {rank} could not run: {type(e).__name__}: {e}"[:2000]}
-    try:
-        frame = wire.encode(reply)
+        _join(group, rank)
+        failure = None
     except BaseException as e:
-        frame = wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
-    conn.send_bytes(frame)
-    while True:  # exiting would close this rank's sockets under ranks still running
-        time.sleep(3600)
+        failure = f"rank {rank} could not join the process group: {type(e).__name__}: {e}"[:2000]
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+            os.ftruncate(2, 0)
+        torch.set_rng_state(random_state)
+        try:
+            reply = {"probe_error": failure} if failure else _run_rank(group, job, rank)
+        except BaseException as e:  # the target's module could not load
+            reply = {"probe_error": f"rank {rank} could not run: {type(e).__name__}: {e}"[:2000]}
+        try:
+            frame = wire.encode(reply)
+        except BaseException as e:
+            frame = wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
+        conn.send_bytes(frame)
 
 
 # --- the parent: start, watch, stop --------------------------------------------------------------
@@ -336,23 +399,6 @@ def _stuck_at(path: str, own_dir: str | None) -> str:
     return ""
 
 
-def _dump_stacks(processes: list, ranks: list[int], folder: str) -> None:
-    """Ask each stuck rank for its Python stack (faulthandler writes it), waiting a moment for it."""
-    for rank in ranks:
-        with contextlib.suppress(OSError):
-            os.kill(processes[rank].pid, signal.SIGUSR1)
-    paths = [os.path.join(folder, f"rank{rank}.stack") for rank in ranks]
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end and not all(os.path.exists(p) and os.path.getsize(p) for p in paths):
-        time.sleep(0.02)
-
-
-def _preload() -> None:
-    """Import here, once, what each forked rank would otherwise import for itself: building any optimizer
-    imports torch._dynamo (over a second)."""
-    import torch._dynamo  # noqa: F401
-
-
 def _merge_calls(target: Target, reply: dict) -> None:
     """What a rank recorded joins the worker's record, so forbidden calls made on a rank are seen."""
     calls = reply.get("calls")
@@ -370,6 +416,15 @@ class _Ending:
     replies: dict[int, dict]
     died: dict[int, int | None]
     hung: list[int]
+
+    def in_step(self) -> bool:
+        """Every rank answered, none failed the probe, and all made the same number of collectives in the
+        group, which is still there: the next scenario may use the same ranks."""
+        if self.died or self.hung or len(self.replies) != WORLD_SIZE:
+            return False
+        sequences = {reply.get("sequence") for reply in self.replies.values()}
+        return (len(sequences) == 1 and isinstance(next(iter(sequences)), int) and next(iter(sequences)) >= 0
+                and all("value" in reply or "raised" in reply for reply in self.replies.values()))
 
 
 def _read(conn: Connection, rank: int, process: Any, ending: _Ending) -> bool:
@@ -416,6 +471,90 @@ def _collect(processes: list, conns: list[Connection], deadline: float, grace: f
     return ending
 
 
+class _Ranks:
+    """WORLD_SIZE rank processes joined in one process group, kept for the next scenario while in step.
+
+    Forking two ranks and joining a group costs about 30 ms, more than most scenarios; a group whose
+    ranks all answered and made the same collectives serves the next scenario too. Any other ending
+    (a rank raised or failed the probe out of step, died, hung) discards it.
+    """
+
+    def __init__(self, start: str, group: _Group):
+        context = multiprocessing.get_context(start)
+        if start == "forkserver":
+            context.set_forkserver_preload(SERVER_PRELOAD)  # no effect once the server runs
+        else:
+            _preload()
+        self.group = group
+        self.processes: list = []
+        self.conns: list[Connection] = []
+        for rank in range(WORLD_SIZE):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_rank_main, args=(group, rank, theirs), name=f"torchgrade rank {rank}")
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.conns.append(ours)
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.processes)
+
+    def run(self, job: _Job, deadline: float, grace: float) -> _Ending:
+        ending = _Ending({}, {}, [])
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send(job)
+            except OSError:
+                self.processes[rank].join(1.0)
+                ending.died[rank] = self.processes[rank].exitcode
+        return ending if ending.died else _collect(self.processes, self.conns, deadline, grace)
+
+    def dump_stacks(self, ranks: list[int]) -> None:
+        """Ask each stuck rank for its Python stack (faulthandler writes it), waiting a moment for it."""
+        for rank in ranks:
+            with contextlib.suppress(OSError):
+                os.kill(self.processes[rank].pid, signal.SIGUSR1)
+        paths = [os.path.join(self.group.folder, f"rank{rank}.stack") for rank in ranks]
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end and not all(os.path.exists(p) and os.path.getsize(p) for p in paths):
+            time.sleep(0.02)
+
+    def file(self, rank: int, kind: str) -> str:
+        return os.path.join(self.group.folder, f"rank{rank}.{kind}")
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.join()
+        for conn in self.conns:
+            conn.close()
+        shutil.rmtree(self.group.folder, ignore_errors=True)
+
+
+#: Groups kept between scenarios, by (device, start method, group timeout); one process's own.
+_idle: dict[tuple, _Ranks] = {}
+
+
+def _forget_idle() -> None:
+    _idle.clear()  # in a forked child: the ranks are the parent's
+
+
+def _close_idle() -> None:
+    while _idle:
+        _idle.popitem()[1].close()
+
+
+os.register_at_fork(after_in_child=_forget_idle)
+atexit.register(_close_idle)  # before multiprocessing's own exit handler, which would wait for them
+
+
+def _preload() -> None:
+    """Import here, once, what each forked rank would otherwise import for itself: building any optimizer
+    imports torch._dynamo (over a second)."""
+    import torch._dynamo  # noqa: F401
+
+
 def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, options: dict, device: str = "cpu",
                  deadline: float | None = None, grace: float = GRACE_S, start: str | None = None) -> Any:
     """Run `scenario` on WORLD_SIZE ranks; return each rank's value (a list), or the first exception raised.
@@ -423,49 +562,46 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
     Raises ProbeError, saying which rank and how, when a rank crashes, hangs or breaks the probe.
     """
     start = start or start_method(device)
-    if start == "fork" and scenario in ("train", "wrap"):
-        _preload()
     if deadline is None:
         deadline = DEADLINE_S if start == "fork" else SERVER_DEADLINE_S
     code = getattr(target.obj, "__code__", None)
     own_dir = os.path.dirname(code.co_filename) + os.sep if code is not None else None
-    locator = None
-    if start != "fork":
-        module = sys.modules.get(getattr(target.obj, "__module__", None) or "")
-        if getattr(module, "__file__", None) is None:
-            raise ProbeError(f"{target.name} must be defined in its module: on {device} the ranks do not "
-                             "inherit this process, they import the module afresh")
-        locator = (module.__name__, module.__file__)
-    context = multiprocessing.get_context(start)
-    if start == "forkserver":
-        context.set_forkserver_preload(SERVER_PRELOAD)  # no effect once the server runs
-    folder = tempfile.mkdtemp(prefix="torchgrade-ddp-")
-    job = _Job(scenario, wire.encode((list(args), kwargs, options)), device, folder,
-               deadline + GROUP_TIMEOUT_MARGIN_S, target.name, target if start == "fork" else None, locator,
+    module = sys.modules.get(getattr(target.obj, "__module__", None) or "")
+    locator = (module.__name__, module.__file__) if getattr(module, "__file__", None) else None
+    if start != "fork" and locator is None:
+        raise ProbeError(f"{target.name} must be defined in its module: on {device} the ranks do not "
+                         "inherit this process, they import the module afresh")
+    if getattr(module, target.name, None) is not target.obj:
+        locator = None if start == "fork" else locator  # found by identity only
+    job = _Job(scenario, wire.encode((list(args), kwargs, options)), target.name, id(target.obj), locator,
                target.calls is not None)
-    processes: list = []
-    conns: list[Connection] = []
-    try:
-        for rank in range(WORLD_SIZE):
-            receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_rank_main, args=(job, rank, sender), name=f"torchgrade rank {rank}")
-            process.start()
-            sender.close()
-            processes.append(process)
-            conns.append(receiver)
-        ending = _collect(processes, conns, deadline, grace)
-        if ending.hung:
-            _dump_stacks(processes, ending.hung, folder)
-        stuck = {r: _stuck_at(os.path.join(folder, f"rank{r}.stack"), own_dir) for r in ending.hung}
-        stderr = {r: _tail(os.path.join(folder, f"rank{r}.err")) for r in range(len(processes))}
-    finally:
-        for process in processes:
-            process.kill()
-        for process in processes:
-            process.join()
-        for conn in conns:
-            conn.close()
-        shutil.rmtree(folder, ignore_errors=True)
+    key = (device, start, deadline + GROUP_TIMEOUT_MARGIN_S)
+    ranks = _idle.pop(key, None)
+    if ranks is not None and not ranks.alive():
+        ranks.close()
+        ranks = None
+    for fresh in (ranks is None, True):  # a kept group that fails is tried once more as a fresh one
+        if ranks is None:
+            known = {id(target.obj): target.obj} if start == "fork" else {}
+            ranks = _Ranks(start, _Group(device, tempfile.mkdtemp(prefix="torchgrade-ddp-"), key[2],
+                                         start == "fork", known))
+        ending = ranks.run(job, deadline, grace)
+        unknown = any(reply.get("unknown_target") for reply in ending.replies.values())
+        if fresh or not (unknown or ending.died):
+            break
+        ranks.close()
+        ranks = None
+    if unknown:  # cannot happen: a fresh group knows the target it was started for
+        ranks.close()
+        raise ProbeError(f"the ranks could not find {target.name}")
+    if ending.hung:
+        ranks.dump_stacks(ending.hung)
+    stuck = {r: _stuck_at(ranks.file(r, "stack"), own_dir) for r in ending.hung}
+    stderr = {r: _tail(ranks.file(r, "err")) for r in range(WORLD_SIZE)}
+    if ending.in_step():
+        _idle[key] = ranks
+    else:
+        ranks.close()
     for reply in ending.replies.values():
         _merge_calls(target, reply)
     if target.calls is not None:  # in the sandbox: what the ranks printed on stderr joins the worker's output
