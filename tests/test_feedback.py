@@ -166,6 +166,17 @@ def test_the_plugin_takes_the_language_too(tmp_path, small_assignment):
     assert outputs == ["one_hot 还没有实现（它抛出了 NotImplementedError）"]
 
 
+def test_the_plain_way_shows_each_failed_checks_message_not_a_python_traceback(tmp_path, small_assignment, capsys):
+    code = pytest.main([str(ROOT / "graders" / "checks" / "visible"), "-c", str(ROOT / "graders" / "checks" / "pytest.ini"),
+                        "--rootdir", str(ROOT / "graders" / "checks"), "--assignment", str(small_assignment),
+                        "--submission", str(ROOT / "exercises"), "--device", "cpu", "--target", "tensors.one_hot",
+                        "-p", "no:cacheprovider"])
+    assert code == pytest.ExitCode.TESTS_FAILED
+    out = capsys.readouterr().out
+    assert "one_hot is not implemented yet (it raises NotImplementedError)" in out
+    assert "Traceback" not in out and "differential.py" not in out and "def test_" not in out
+
+
 # --- the catalogues ---------------------------------------------------------------------------
 
 def _fields(text: str) -> set[str]:

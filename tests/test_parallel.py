@@ -1,7 +1,9 @@
 """parallel.py graded on two real ranks: wrong submissions lose their own points, with messages that
-say what went wrong, and no rank outlives its scenario."""
+say what went wrong, and no rank of a failed scenario outlives it (ranks in step are kept for the next)."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,11 @@ def descendants(pid: int = os.getpid()) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
+
+
+def kept() -> set[int]:
+    """The ranks of this process's groups kept, in step, for its next scenario (there by design)."""
+    return {p.pid for group in ddp._idle.values() for p in group.processes}
 
 
 def batch(seed: int = 0, rows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,7 +165,7 @@ def test_an_all_reduce_on_one_rank_only_fails_as_a_deadlock_and_leaves_no_proces
     assert hung and all("deadlock" in m and "rank 0 was waiting at parallel.py line" in m for m in hung)
     assert all("hung" in m or "collective mismatch" in m for m in messages), messages
     assert not [t for t in g.tests if t.status == "error"]  # failed by the probe, not timed out by the host
-    assert descendants() <= before
+    assert descendants() - kept() <= before
 
 
 def test_a_rank_that_exits_fails_with_how_it_ended(grade):
@@ -221,11 +228,11 @@ def _wait_in_different_collectives(model):
 
 
 def test_ranks_that_all_hang_are_stopped_at_the_deadline_and_reaped():
-    before = descendants()
+    before = descendants() - kept()
     with pytest.raises(ProbeError, match=r"average_gradients hung: it had not returned on any rank after 1 s"):
         ddp.run_on_ranks(Target(_wait_in_different_collectives, "average_gradients"), "average",
                          ("linear",), {}, {}, deadline=1.0)
-    assert descendants() == before
+    assert descendants() - kept() == before
 
 
 def _record_a_division(model):
@@ -246,3 +253,70 @@ def test_ranks_from_the_fork_server_give_what_forked_ranks_give():
     forked = ddp.run_on_ranks(target, "broadcast", ("batchnorm_net",), {}, {"seed": 3})
     served = ddp.run_on_ranks(target, "broadcast", ("batchnorm_net",), {}, {"seed": 3}, start="forkserver")
     torch.testing.assert_close(served, forked, rtol=0, atol=0)
+
+
+def test_ranks_in_step_serve_the_next_scenario_and_a_group_out_of_step_is_discarded():
+    average = Target(REFERENCE.average_gradients, "average_gradients")
+    broadcast = Target(REFERENCE.broadcast_parameters, "broadcast_parameters")
+    ddp._close_idle()  # groups earlier tests kept
+    first = ddp.run_on_ranks(average, "average", ("tiny_net",), {}, {"seed": 1})
+    ranks = kept()
+    assert len(ranks) == ddp.WORLD_SIZE
+    ddp.run_on_ranks(broadcast, "broadcast", ("batchnorm_net",), {}, {"seed": 3})  # another target, same ranks
+    again = ddp.run_on_ranks(average, "average", ("tiny_net",), {}, {"seed": 1})
+    torch.testing.assert_close(again, first, rtol=0, atol=0)  # every scenario starts alike
+    assert kept() == ranks
+    with pytest.raises(ProbeError, match="rank 1 exited with status 3"):
+        ddp.run_on_ranks(Target(_exit_on_rank_1, "average_gradients"), "average", ("linear",), {}, {})
+    assert not kept() & ranks and not descendants() & ranks  # a rank died: the other is killed and reaped
+
+
+def _exit_on_rank_1(model):
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        os._exit(3)
+
+
+def test_ranks_out_of_step_after_an_exception_are_not_kept():
+    """Rank 0 makes one collective more than rank 1 before both raise: the next scenario gets new ranks."""
+    ddp._close_idle()  # groups earlier tests kept
+    ddp.run_on_ranks(Target(REFERENCE.average_gradients, "average_gradients"), "average", ("linear",), {}, {})
+    ranks = kept()
+    reply = ddp.run_on_ranks(Target(_raise_out_of_step, "average_gradients"), "average", ("linear",), {}, {})
+    assert reply["__raised__"] == "ValueError"
+    assert not kept() & ranks
+
+
+def _raise_out_of_step(model):
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        dist.broadcast(torch.zeros(1), src=0)  # the root's send completes without the other rank
+    raise ValueError("out of step")
+
+
+def test_a_process_that_kept_ranks_still_exits(tmp_path):
+    """multiprocessing waits for its children when a process it started exits (a pool worker): the kept
+    ranks are closed first, or the pool would never shut down."""
+    script = tmp_path / "keeps_ranks.py"
+    script.write_text(f"""
+import multiprocessing, sys
+sys.path.insert(0, {str(ROOT)!r})
+from graders.differential import load_reference
+from graders.sandbox.probes import Target, parallel as ddp
+
+def grade_once():
+    reference = load_reference(__import__("pathlib").Path({str(ROOT / "reference" / "parallel.py")!r}))
+    ddp.run_on_ranks(Target(reference.average_gradients, "average_gradients"), "average", ("linear",), {{}}, {{}})
+    assert ddp._idle
+
+if __name__ == "__main__":
+    worker = multiprocessing.get_context("fork").Process(target=grade_once)
+    worker.start()
+    worker.join(60)
+    print("still running" if worker.is_alive() else f"exit {{worker.exitcode}}")
+    worker.kill()
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert done.stdout.strip() == "exit 0", done.stdout + done.stderr

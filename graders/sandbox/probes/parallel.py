@@ -19,12 +19,12 @@ Models, losses and optimizers cannot cross the boundary, so a check names them (
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import faulthandler
 import importlib.util
 import linecache
 import multiprocessing
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -534,10 +534,18 @@ class _Ranks:
 
 #: Groups kept between scenarios, by (device, start method, group timeout); one process's own.
 _idle: dict[tuple, _Ranks] = {}
+_closes_at_exit = 0  # the pid that registered _close_idle
 
 
-def _forget_idle() -> None:
-    _idle.clear()  # in a forked child: the ranks are the parent's
+def _keep(key: tuple, ranks: _Ranks) -> None:
+    """Keep a group for the next scenario, closed when this process exits. At exit multiprocessing waits
+    for every child it started, ranks included (in a pool worker, before atexit handlers run); its
+    finalizers with a priority run first. A process it forks starts with none: register per process."""
+    global _closes_at_exit
+    if _closes_at_exit != os.getpid():
+        multiprocessing.util.Finalize(None, _close_idle, exitpriority=100)
+        _closes_at_exit = os.getpid()
+    _idle[key] = ranks
 
 
 def _close_idle() -> None:
@@ -545,8 +553,7 @@ def _close_idle() -> None:
         _idle.popitem()[1].close()
 
 
-os.register_at_fork(after_in_child=_forget_idle)
-atexit.register(_close_idle)  # before multiprocessing's own exit handler, which would wait for them
+os.register_at_fork(after_in_child=_idle.clear)  # in a forked child the ranks are the parent's
 
 
 def _preload() -> None:
@@ -599,7 +606,7 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
     stuck = {r: _stuck_at(ranks.file(r, "stack"), own_dir) for r in ending.hung}
     stderr = {r: _tail(ranks.file(r, "err")) for r in range(WORLD_SIZE)}
     if ending.in_step():
-        _idle[key] = ranks
+        _keep(key, ranks)
     else:
         ranks.close()
     for reply in ending.replies.values():
