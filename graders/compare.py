@@ -45,6 +45,16 @@ def describe_path(path: str, lang: str | None = None) -> str:
     return f"{words or fact('value', lang)} {path}"
 
 
+class _Words:
+    """``describe_path(path)``, worked out only if a message is written (most comparisons match)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __format__(self, spec: str) -> str:
+        return format(describe_path(self.path), spec)
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, dict) and "__raised__" in value:
         return t("kind_exception", name=value["__raised__"])
@@ -84,6 +94,9 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = ""
                     rtol: float | None = None, atol: float | None = None) -> None:
     """Raise Mismatch unless `actual` has the expected shape, dtype, device and (close) values."""
     __tracebackhide__ = True
+    if actual.shape == expected.shape and actual.dtype == expected.dtype and actual.device == expected.device \
+            and torch.equal(actual, expected):
+        return  # the common case, without building a message
     what = describe_path(path)
     if actual.shape != expected.shape:
         raise Mismatch(t("shape", what=what, expected=tuple(expected.shape), actual=tuple(actual.shape)), "shape", path)
@@ -148,7 +161,7 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
     `accept` names further exception types that count as matching a raised reference exception.
     """
     __tracebackhide__ = True
-    what = describe_path(path)
+    what = _Words(path)
     if isinstance(expected, dict) and "__raised__" in expected:
         if not (isinstance(actual, dict) and "__raised__" in actual):
             key = "not_raised_at" if path_parts(path) else "not_raised"

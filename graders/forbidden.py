@@ -94,14 +94,6 @@ def _dotted(node: ast.AST, aliases: dict[str, str]) -> tuple[str, bool] | None:
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except SyntaxError:
-        return None
-
-
 def static_violations(path: Path, target: str, patterns: tuple[str, ...]) -> list[ForbiddenCall]:
     """Forbidden names used in the source of `target` and of the module-level helpers it reaches."""
     if not patterns:
@@ -113,20 +105,30 @@ def static_violations(path: Path, target: str, patterns: tuple[str, ...]) -> lis
     return list(_scan(source, path.name, target, patterns))
 
 
-@functools.lru_cache(maxsize=1024)
-def _scan(source: str, filename: str, target: str, patterns: tuple[str, ...]) -> tuple[ForbiddenCall, ...]:
-    tree = _parse(source)
-    if tree is None:
-        return ()
+@functools.lru_cache(maxsize=256)
+def _index(source: str) -> tuple[dict[str, str], dict[str, ast.AST]] | None:
+    """A module's import aliases and its top-level definitions by name (once per source, for all targets)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
     collector = _Aliases()
     collector.visit(tree)
-    aliases = collector.names
     definitions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for node in tree.body:  # `helper = other_function` at module level
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     definitions.setdefault(t.id, node)
+    return collector.names, definitions
+
+
+@functools.lru_cache(maxsize=1024)
+def _scan(source: str, filename: str, target: str, patterns: tuple[str, ...]) -> tuple[ForbiddenCall, ...]:
+    index = _index(source)
+    if index is None:
+        return ()
+    aliases, definitions = index
     if target not in definitions:
         return ()
     found: dict[tuple[str, int], ForbiddenCall] = {}

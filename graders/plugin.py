@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash[_state_key]
-    device = getattr(getattr(item, "callspec", None), "params", {}).get("device")
+    device = _device(item)
     if device is not None:
         reason = state.device_skip_reason(device)
         if reason:
@@ -185,7 +185,6 @@ class FailedCheckReports:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    state = item.config.stash[_state_key]
     if report.when == "call" or (report.when == "setup" and not report.passed):
         status = "passed"
         text = ""
@@ -196,12 +195,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             error = call.excinfo.value
             status = "failed" if isinstance(error, AssertionError) else "error"
             text = _message(call.excinfo)
-        device = getattr(getattr(item, "callspec", None), "params", {}).get("device")
-        state.results.append(CheckResult(
-            nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
-            device=device, visibility=_visibility(item, state), status=status, output=text,
-            forbidden=report.failed and isinstance(call.excinfo.value, ForbiddenCallFailure),
-            duration=report.duration))
+        forbidden = report.failed and isinstance(call.excinfo.value, ForbiddenCallFailure)
+        _record(item, status, text, forbidden, report.duration)
+
+
+def _device(item: pytest.Item) -> str | None:
+    return getattr(getattr(item, "callspec", None), "params", {}).get("device")
+
+
+def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, duration: float = 0.0) -> None:
+    state = item.config.stash[_state_key]
+    state.results.append(CheckResult(
+        nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
+        device=_device(item), visibility=_visibility(item, state), status=status, output=text,
+        forbidden=forbidden, duration=duration))
+
+
+def set_aside_reason(item: pytest.Item) -> str | None:
+    """Why a check is not run here (a device not graded), or None. A batch round records these checks
+    with `record_skipped` instead of running them: a skip that pytest runs costs what a check does."""
+    device = _device(item)
+    return item.config.stash[_state_key].device_skip_reason(device) if device is not None else None
+
+
+def record_skipped(item: pytest.Item, reason: str) -> None:
+    _record(item, "skipped", reason)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

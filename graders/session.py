@@ -104,12 +104,17 @@ class CheckSession:
         plugin.pytest_configure(config)  # a fresh GradingState: this submission, a new sandbox, a new clock
         session.testsfailed = 0
         session.shouldfail = session.shouldstop = False
-        items = session.items
+        reasons = [plugin.set_aside_reason(item) for item in session.items]
+        run = [item for item, reason in zip(session.items, reasons) if reason is None]
+        following = dict(zip(run, run[1:] + [None]))
         try:
-            for i, item in enumerate(items):
+            for item, reason in zip(session.items, reasons):
+                if reason is not None:  # a device not graded: its row, in its place, without a run
+                    plugin.record_skipped(item, reason)
+                    continue
                 if hasattr(item, "_report_sections"):
                     item._report_sections = []  # captured check output of earlier rounds
-                item.ihook.pytest_runtest_protocol(item=item, nextitem=items[i + 1] if i + 1 < len(items) else None)
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=following[item])
         except BaseException:
             # Fixtures may be half set up: this session can't be trusted for another round.
             self.close()
