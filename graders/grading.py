@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from .config import Assignment
-from .plugin import grade_key
 from .scoring import Grade
 
 
@@ -24,6 +23,8 @@ class _Collector:
         self.grade: Grade | None = None
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from .plugin import grade_key  # (imports torch: not for the parent of a pool, which only writes files)
+
         self.grade = config.stash.get(grade_key, None)
 
 

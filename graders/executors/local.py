@@ -1,7 +1,7 @@
 """Executors on this machine: this process (-j 1), or a pool of worker processes (-j N).
 
-Pool workers are started once (spawn: a clean interpreter, not a fork of one with threads) and
-each grades many submissions, keeping its collected checks and its cache of reference outcomes
+Pool workers are started once (forked from a clean fork server, not from this process, which has
+threads) and each grades many submissions, keeping its collected checks and its cache of reference outcomes
 (see graders.session and graders.differential). At most N submissions are handed out at a time, so
 when a worker dies (`BrokenProcessPool`: the pool is then unusable) the submissions in flight are
 exactly the suspects. Each suspect is graded again alone, in a one-worker pool: one that kills
@@ -31,6 +31,15 @@ class InProcess:
             yield s, job(s)
 
 
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers are forked from multiprocessing's fork server, a clean process (no threads, nothing of
+    this one) that imports torch and the engine once for all of them: a worker then starts in
+    milliseconds, where a spawned one spends a second of CPU importing torch again."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["graders.session"])
+    return context
+
+
 def _init_worker() -> None:
     import torch
 
@@ -45,7 +54,7 @@ class Pool:
         self.jobs = jobs
 
     def _pool(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker)
 
     def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
         queue = deque(submissions)
@@ -78,12 +87,17 @@ class Pool:
         pool = self._pool(min(self.jobs, len(queue)))
         inflight: dict[Future, Submission] = {}
         suspects: list[Submission] = []
+
+        def refill() -> None:
+            while queue and len(inflight) < self.jobs:
+                s = queue.popleft()
+                inflight[pool.submit(job, s)] = s
+
         try:
-            while queue or inflight:
-                while queue and len(inflight) < self.jobs:
-                    s = queue.popleft()
-                    inflight[pool.submit(job, s)] = s
+            refill()
+            while inflight:
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                finished = []
                 for future in done:
                     s = inflight.pop(future)
                     error = future.exception()
@@ -92,7 +106,10 @@ class Pool:
                     elif error is not None:
                         raise error
                     else:
-                        yield s, future.result()
+                        finished.append((s, future.result()))
+                if not suspects:
+                    refill()  # before the caller writes these grades' files: no worker waits for that
+                yield from finished
                 if suspects:
                     # The pool is broken: what is still in flight either finished or is a suspect too.
                     for future, s in inflight.items():
