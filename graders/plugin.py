@@ -38,7 +38,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(FailedCheckReports(), FailedCheckReports.__name__)
     if config.getoption("--lang"):
         i18n.set_language(config.getoption("--lang"))
-    assignment = config_module.load_assignment(config.getoption("--assignment"))
+    previous = config.stash.get(_state_key, None)  # a batch configures once per submission: same file
+    path = config.getoption("--assignment")
+    if previous is not None and path and previous.assignment.path == Path(path).resolve():
+        assignment = previous.assignment
+    else:
+        assignment = config_module.load_assignment(path)
     submission = Path(config.getoption("--submission") or assignment.stubs_dir).resolve()
     config.stash[_state_key] = GradingState(assignment, submission, config.getoption("--device"),
                                             tuple(config.getoption("--target")))
@@ -203,12 +208,17 @@ def _device(item: pytest.Item) -> str | None:
     return getattr(getattr(item, "callspec", None), "params", {}).get("device")
 
 
+_row_key = pytest.StashKey[dict]()
+
+
 def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, duration: float = 0.0) -> None:
     state = item.config.stash[_state_key]
-    state.results.append(CheckResult(
-        nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
-        device=_device(item), visibility=_visibility(item, state), status=status, output=text,
-        forbidden=forbidden, duration=duration))
+    row = item.stash.get(_row_key, None)
+    if row is None:  # what names the check is the same in every round of a batch: worked out once
+        row = item.stash[_row_key] = dict(
+            nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
+            device=_device(item), visibility=_visibility(item, state))
+    state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
 
 
 def set_aside_reason(item: pytest.Item) -> str | None:

@@ -44,6 +44,12 @@ def decode(frame: bytes) -> Any:
     return obj
 
 
+def decode_request(frame: bytes) -> Any:
+    """Load a frame that the trusted side made (a request, in the sandbox): the full loader, which is
+    twice as fast as the weights-only one. Never for anything that comes from the sandbox."""
+    return torch.load(io.BytesIO(frame), weights_only=False, map_location=_map_location)
+
+
 def _map_location(storage: Any, location: str) -> Any:
     # A CUDA tensor stays on CUDA where CUDA exists; elsewhere the load fails cleanly.
     return storage
