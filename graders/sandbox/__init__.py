@@ -6,8 +6,8 @@ Layout, by side of the boundary:
 - ``isolation.py`` trusted: how strongly sandboxes are isolated (bubblewrap, an unprivileged user,
   or limits only), chosen once per process; see SECURITY.md for what each level guarantees.
 - ``inbox.py``  trusted: the one folder shared with sandboxes, where a submission is staged.
-- ``wire.py``   both: the frame format (``torch.save`` out, a weights-only load in, plain types only).
-- ``zygote.py`` sandbox: a clean process that imported torch once and forks one worker per target.
+- ``wire.py``   both: the frame format (msgpack, tensors as raw storage bytes, plain types only).
+- ``zygote.py`` sandbox: a clean process that imported torch once and forks one worker per student module.
 - ``worker.py`` sandbox: isolates itself, imports the student's module and runs probes on it.
 - ``probes.py`` both: the scenarios a check asks for; the same code runs the reference (trusted)
   and the student's code (sandbox), and describes the outcome as plain data.

@@ -1,7 +1,7 @@
 """The trusted side of the sandbox: starts sandbox processes, sends requests, enforces the time limit.
 
-Nothing here imports or calls student code. Replies are decoded by ``wire.decode`` (a weights-only
-load of plain types) and their text fields are type-checked and cut to size; a worker that hangs is
+Nothing here imports or calls student code. Replies are decoded by ``wire.decode`` (msgpack:
+plain types and tensors only) and their text fields are type-checked and cut to size; a worker that hangs is
 killed with its whole process group, one that dies is reported with how it died, and the next
 request for that module gets a fresh worker. A worker is stopped (SIGSTOP, with every process it
 started) while another module's worker runs, so nothing it left running competes with the module

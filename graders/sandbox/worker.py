@@ -299,7 +299,7 @@ def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,
     conn.send_bytes(wire.encode(hello))
     while True:
         try:
-            request = wire.decode_request(conn.recv_bytes(MAX_REQUEST_BYTES))
+            request = wire.decode(conn.recv_bytes(MAX_REQUEST_BYTES))
         except (EOFError, OSError):
             os._exit(0)
         _output.switch(request["target"])

@@ -2,7 +2,7 @@
 
 Runs on the untrusted side of the boundary but before any student code: it never imports the
 reference, the checks or a submission. Forking from it costs milliseconds instead of the second
-a fresh Python needs to import torch, so every target can have its own process.
+a fresh Python needs to import torch, so every student module can have its own process.
 
 It is the child subreaper of everything it forks: a process a worker started and left behind
 (a double-forked daemon) is re-parented here, not to init, and is killed at the next request.

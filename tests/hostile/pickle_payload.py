@@ -1,7 +1,7 @@
 # Attack: while gather runs, replace the worker's encoder so that the reply is a pickle whose
 # unpickling makes a folder on the grader's side (any code would do), as torch.save would write it.
-# Holds because: the trusted side loads replies with torch.load(weights_only=True), which refuses
-# every global it does not know, and checks that what it built is plain data.
+# Holds because: the trusted side loads replies with msgpack, which runs no code and knows no
+# class (a pickle is not even msgpack), and checks that what it built is plain data.
 import os
 
 import hostile_kit as kit
