@@ -1,7 +1,7 @@
 """Grade the same class two ways in one run and compare: torchgrade's batch, and one pytest per submission.
 
-    python benchmarks/class_benchmark.py                 # 12 submissions, -j 2, the whole assignment
-    python benchmarks/class_benchmark.py -n 24 -j 2 --keep reports/bench
+    python benchmarks/class_benchmark.py                 # 24 submissions, -j 2, the whole assignment
+    python benchmarks/class_benchmark.py -n 48 -j 2 --skip-naive --keep reports/bench
 
 The class is made from the reference solutions and the stubs: each student's module is the
 reference (right) or the stub (not done) at random (seeded), with a comment naming the student so
@@ -92,7 +92,7 @@ def batch(class_dir: Path, out: Path, jobs: int) -> tuple[float, dict[str, float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--submissions", type=int, default=12, help="class size (default 12)")
+    parser.add_argument("-n", "--submissions", type=int, default=24, help="class size (default 24)")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="torchgrade worker processes (default 2)")
     parser.add_argument("--done", type=float, default=0.7, help="chance a module is finished (default 0.7)")
     parser.add_argument("--seed", type=int, default=0)
