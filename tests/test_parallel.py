@@ -2,6 +2,7 @@
 say what went wrong, and no rank of a failed scenario outlives it (ranks in step are kept for the next)."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -320,3 +321,15 @@ if __name__ == "__main__":
 """)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
     assert done.stdout.strip() == "exit 0", done.stdout + done.stderr
+
+
+def test_a_kept_group_whose_rank_died_meanwhile_is_replaced():
+    ddp._close_idle()  # groups earlier tests kept
+    average = Target(REFERENCE.average_gradients, "average_gradients")
+    first = ddp.run_on_ranks(average, "average", ("tiny_net",), {}, {"seed": 2})
+    (group,) = ddp._idle.values()
+    os.kill(group.processes[1].pid, signal.SIGKILL)  # as a thread exiting in its parent would (PDEATHSIG)
+    group.processes[1].join()
+    again = ddp.run_on_ranks(average, "average", ("tiny_net",), {}, {"seed": 2})
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    assert not kept() & {p.pid for p in group.processes} and not descendants() & {p.pid for p in group.processes}

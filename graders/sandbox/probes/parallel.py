@@ -471,6 +471,12 @@ def _collect(processes: list, conns: list[Connection], deadline: float, grace: f
     return ending
 
 
+def _preload() -> None:
+    """Import here, once, what each forked rank would otherwise import for itself: building any optimizer
+    imports torch._dynamo (over a second)."""
+    import torch._dynamo  # noqa: F401
+
+
 class _Ranks:
     """WORLD_SIZE rank processes joined in one process group, kept for the next scenario while in step.
 
@@ -556,10 +562,36 @@ def _close_idle() -> None:
 os.register_at_fork(after_in_child=_idle.clear)  # in a forked child the ranks are the parent's
 
 
-def _preload() -> None:
-    """Import here, once, what each forked rank would otherwise import for itself: building any optimizer
-    imports torch._dynamo (over a second)."""
-    import torch._dynamo  # noqa: F401
+def _run(job: _Job, key: tuple, target: Target, start: str, device: str, deadline: float,
+         grace: float) -> tuple[_Ranks, _Ending]:
+    """Run a job on the kept group for `key`; a kept group that fails at once (a rank died meanwhile, or
+    the ranks were forked before the target existed) is replaced by a new one, as is a missing one."""
+    kept = _idle.pop(key, None)
+    if kept is not None:
+        if kept.alive():
+            ending = _attempt(kept, job, deadline, grace)
+            if not (ending.died or _unknown(ending)):
+                return kept, ending
+        kept.close()
+    known = {id(target.obj): target.obj} if start == "fork" else {}
+    ranks = _Ranks(start, _Group(device, tempfile.mkdtemp(prefix="torchgrade-ddp-"), key[2], start == "fork", known))
+    ending = _attempt(ranks, job, deadline, grace)
+    if _unknown(ending):  # cannot happen: a new group knows the target it was started for
+        ranks.close()
+        raise ProbeError(f"the ranks could not find {target.name}")
+    return ranks, ending
+
+
+def _attempt(ranks: _Ranks, job: _Job, deadline: float, grace: float) -> _Ending:
+    try:
+        return ranks.run(job, deadline, grace)
+    except BaseException:
+        ranks.close()
+        raise
+
+
+def _unknown(ending: _Ending) -> bool:
+    return any(reply.get("unknown_target") for reply in ending.replies.values())
 
 
 def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, options: dict, device: str = "cpu",
@@ -583,32 +615,17 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
     job = _Job(scenario, wire.encode((list(args), kwargs, options)), target.name, id(target.obj), locator,
                target.calls is not None)
     key = (device, start, deadline + GROUP_TIMEOUT_MARGIN_S)
-    ranks = _idle.pop(key, None)
-    if ranks is not None and not ranks.alive():
-        ranks.close()
-        ranks = None
-    for fresh in (ranks is None, True):  # a kept group that fails is tried once more as a fresh one
-        if ranks is None:
-            known = {id(target.obj): target.obj} if start == "fork" else {}
-            ranks = _Ranks(start, _Group(device, tempfile.mkdtemp(prefix="torchgrade-ddp-"), key[2],
-                                         start == "fork", known))
-        ending = ranks.run(job, deadline, grace)
-        unknown = any(reply.get("unknown_target") for reply in ending.replies.values())
-        if fresh or not (unknown or ending.died):
-            break
-        ranks.close()
-        ranks = None
-    if unknown:  # cannot happen: a fresh group knows the target it was started for
-        ranks.close()
-        raise ProbeError(f"the ranks could not find {target.name}")
-    if ending.hung:
-        ranks.dump_stacks(ending.hung)
-    stuck = {r: _stuck_at(ranks.file(r, "stack"), own_dir) for r in ending.hung}
-    stderr = {r: _tail(ranks.file(r, "err")) for r in range(WORLD_SIZE)}
-    if ending.in_step():
-        _keep(key, ranks)
-    else:
-        ranks.close()
+    ranks, ending = _run(job, key, target, start, device, deadline, grace)
+    try:
+        if ending.hung:
+            ranks.dump_stacks(ending.hung)
+        stuck = {r: _stuck_at(ranks.file(r, "stack"), own_dir) for r in ending.hung}
+        stderr = {r: _tail(ranks.file(r, "err")) for r in range(WORLD_SIZE)}
+    finally:
+        if ending.in_step():
+            _keep(key, ranks)
+        else:
+            ranks.close()
     for reply in ending.replies.values():
         _merge_calls(target, reply)
     if target.calls is not None:  # in the sandbox: what the ranks printed on stderr joins the worker's output
