@@ -221,7 +221,8 @@ class _Output:
         target of its module, one request at a time; what a thread prints goes to the current one)."""
         if target != self.target:
             flush()
-            self._redirect(target)
+            with contextlib.suppress(OSError):  # the folder made unwritable: the output stays where it was
+                self._redirect(target)
 
     def _redirect(self, target: str | None) -> None:
         out = os.open(self.folder / output_file(target), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
