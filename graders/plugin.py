@@ -241,7 +241,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     assign_points(state.results, state.assignment)
     notes = [f"graded on: {', '.join(state.graded_devices())}"]
     if state._sandbox is not None:
-        for key, text in sorted(state._sandbox.output.items()):
+        for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
             notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),

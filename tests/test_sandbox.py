@@ -170,7 +170,7 @@ def spy(tmp_path):
     constants = (f"REFERENCE = {str(ROOT / 'reference')!r}\nCHECKS = {str(ROOT / 'graders' / 'checks')!r}\n"
                  f"HOST_FILE = {str(host_file)!r}\n")
     (folder / "spy.py").write_text(constants + SPY)
-    (folder / "bystander.py").write_text("def nothing():\n    return None\n")
+    (folder / "bystander.py").write_text("print('bystander loaded')\n\ndef nothing():\n    return None\n")
     yield folder
     host_file.unlink()
 
@@ -335,6 +335,7 @@ def test_a_worker_is_stopped_while_another_module_runs_so_what_it_left_running_c
         assert ticks.stat().st_size == size  # stopped while the other module's worker ran, thread or process
     finally:
         sb.close()
+    assert sb.output["bystander.py while importing"].strip() == "bystander loaded"
 
 
 def test_one_module_shares_a_worker_and_a_failure_after_another_target_is_tried_again_alone(level, spy):

@@ -428,7 +428,7 @@ class Sandbox:
             raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
         #: The live worker of each module.
         self.workers: dict[str, Worker] = {}
-        #: What the student's code printed: by module (while importing) and by "module.target".
+        #: What the student's code printed: by "module.py while importing" and by "module.target".
         self.output: dict[str, str] = {}
         #: Modules whose import hung or killed the process: their other targets fail at once, alike.
         self.import_failures: dict[str, SandboxFailure] = {}
@@ -512,7 +512,9 @@ class Sandbox:
 
     def _collect_output(self, exercise: str, workdir: Path, targets: Iterable[str]) -> None:
         """What a worker printed while importing, then while running each target, kept under their keys."""
-        for key, name in [(exercise, output_file(None))] + [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]:
+        files = [(f"{exercise}.py while importing", output_file(None))]
+        files += [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]
+        for key, name in files:
             text = _tail(workdir / name)
             if text:
                 self.output[key] = self.output.get(key, "") + text
