@@ -85,6 +85,12 @@ def spin():
     while True:
         pass
 
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "done"
+
 def daemon(name):
     ready, told = os.pipe()
     pid = os.fork()
@@ -274,6 +280,18 @@ def test_cpu_time_is_capped_and_the_message_says_so(level, spy):
     try:
         with pytest.raises(Died, match="CPU-time limit"):
             call(sb, "spin", timeout=30)
+    finally:
+        sb.close()
+
+
+def test_each_check_has_the_whole_cpu_time_limit_though_a_worker_serves_many(level, spy):
+    sb = Sandbox(spy, Limits(cpu_seconds=1), level=level)
+    try:
+        worker = None
+        for _ in range(3):  # 1.8 s of CPU in all, 0.6 s a request
+            assert call(sb, "burn", 0.6) == "done"
+            assert worker in (None, sb.workers["spy"])
+            worker = sb.workers["spy"]
     finally:
         sb.close()
 

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import importlib.util
 import io
+import math
 import os
 import resource
 import signal
@@ -28,6 +29,8 @@ from torch.overrides import TorchFunctionMode
 from . import wire
 from .probes import Target, run_probe
 
+#: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
+CPU_LIMITS_PER_WORKER = 50
 #: The largest request the worker reads (inputs are built by trusted checks, so this is generous).
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
 OUTPUT_FILE = "output.log"
@@ -139,14 +142,27 @@ def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
             resource.setrlimit(kind, (value, top))
 
     cap(resource.RLIMIT_CORE, 0)  # a crash leaves no core file behind
-    if limits.get("cpu_seconds"):  # SIGXCPU says which limit it was; SIGKILL a second later if ignored
-        cap(resource.RLIMIT_CPU, int(limits["cpu_seconds"]), grace=1)
+    if limits.get("cpu_seconds"):  # SIGXCPU says which limit it was; the hard limit is for all requests
+        seconds = int(limits["cpu_seconds"])
+        cap(resource.RLIMIT_CPU, seconds, grace=seconds * (CPU_LIMITS_PER_WORKER - 1) + 1)
     if limits.get("memory_bytes"):
         cap(resource.RLIMIT_AS, int(limits["memory_bytes"]) + _current_address_space())
     if limits.get("file_bytes"):
         cap(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
     if limits.get("processes") and dedicated_user:
         cap(resource.RLIMIT_NPROC, int(limits["processes"]))
+
+
+def rearm_cpu_limit(limits: dict) -> None:
+    """Give the next request the whole CPU-time limit: a worker serves every check of a module, and
+    what earlier checks used is not this one's (the soft limit moves up; the hard one stays)."""
+    if not limits.get("cpu_seconds"):
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with contextlib.suppress(ValueError, OSError):
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = math.ceil(usage.ru_utime + usage.ru_stime) + int(limits["cpu_seconds"])
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def _current_address_space() -> int:
@@ -304,6 +320,7 @@ def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,
         except (EOFError, OSError):
             os._exit(0)
         _output.switch(request["target"])
+        rearm_cpu_limit(config.get("limits", {}))
         reply = session.handle(request)
         try:
             frame = wire.encode(reply)
