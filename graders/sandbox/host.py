@@ -78,7 +78,7 @@ class ZygoteGone(SandboxFailure):
 class Limits:
     """Resource limits for each sandbox worker (0 means none)."""
 
-    #: CPU seconds a worker may use in total (a backstop to the wall-clock time limit per check).
+    #: CPU seconds one check may use in its worker (a backstop to the wall-clock time limit per check).
     cpu_seconds: int = 120
     #: Address space a worker may add on top of what the zygote already mapped.
     memory_bytes: int = 4 * 1024**3
