@@ -64,6 +64,7 @@ ATTACKS = (
     Attack("deep_recursion", ("tensors.gather",)),
     Attack("kill_parent", ("tensors.gather",)),
     Attack("kill_everything", ("tensors.gather",), level="unprivileged-user"),
+    Attack("trap_another_target", ("tensors.gather",)),
     # Limits: time, signals, memory, processes, output.
     Attack("infinite_loop", ("tensors.one_hot",), message="timed out"),
     Attack("ignore_signals", ("tensors.one_hot",), message="timed out"),
