@@ -1,8 +1,8 @@
 """Executors on this machine: this process (-j 1), or a pool of worker processes (-j N).
 
 Pool workers are started once (forked from a clean fork server, not from this process, which has
-threads) and each grades many submissions, keeping its collected checks and its cache of reference outcomes
-(see graders.session and graders.differential). At most N submissions are handed out at a time, so
+threads) and each grades many submissions, keeping its collected checks and its cache of reference
+outcomes (see graders.session and graders.differential). At most N submissions are handed out at a time, so
 when a worker dies (`BrokenProcessPool`: the pool is then unusable) the submissions in flight are
 exactly the suspects. Each suspect is graded again alone, in a one-worker pool: one that kills
 that pool too gets `Crashed`; the others get their grades, and the class goes on in a fresh pool.
