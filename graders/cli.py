@@ -11,6 +11,7 @@ from . import __version__
 from .config import ConfigError, load_assignment
 from .grading import GradingError, grade_submission
 from .i18n import LANG_HELP, LANGUAGES
+from .sandbox.host import start_early
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."
@@ -74,6 +75,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     if not folder.is_dir():
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
+    start_early()  # the sandbox imports torch while this process does the same and collects the checks
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
     try:
         grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
@@ -152,6 +154,8 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         total = len(submissions)
         submissions = shard.select(submissions)
         click.echo(f"shard {shard}: {len(submissions)} of {total} submission(s)")
+    if executor == "local" and jobs == 1:
+        start_early()  # graded in this process
     bar = Progress(enabled=progress)
     try:
         with locked(out):

@@ -11,6 +11,7 @@ import functools
 import os
 import pickle
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -519,3 +520,27 @@ def test_bubblewrap_makes_every_folder_above_a_bind_traversable(monkeypatch):
     made = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--dir" and args[i - 1] == "0755"}
     assert {"/tmp/ci", "/tmp/ci/main", "/root", "/root/.pyenv", "/root/.pyenv/versions"} <= made
     assert "/tmp" not in made and "/" not in made
+
+
+def test_a_sandbox_started_early_is_the_one_the_first_check_uses(spy):
+    """`start_early` (the CLI, each pool worker) starts the zygote from a thread that then waits for good:
+    bubblewrap's --die-with-parent would end the sandbox with the thread that started it."""
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from graders.sandbox import host
+host.start_early()
+deadline = time.monotonic() + 150
+while None not in host._zygotes and time.monotonic() < deadline:
+    time.sleep(0.05)
+early = host._zygotes[None]
+time.sleep(0.5)
+sandbox = host.Sandbox(Path({str(spy)!r}))
+assert sandbox.run("spy", "nothing", "call", (), {{}}, {{}}, timeout=30)["value"] is None
+sandbox.close()
+print("same" if host._zygotes[None] is early and early.alive() else "started again")
+"""
+    env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.stdout.strip() == "same", done.stdout + done.stderr

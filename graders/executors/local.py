@@ -45,6 +45,9 @@ def _init_worker() -> None:
 
     torch.set_num_threads(1)  # N workers on N cores: more threads each would only contend
     from .. import session  # noqa: F401  (import pytest and the engine before the first submission)
+    from ..sandbox.host import start_early
+
+    start_early()
 
 
 class Pool:

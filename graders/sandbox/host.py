@@ -15,6 +15,7 @@ marks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,9 +30,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import inbox, isolation, wire
+from . import inbox, isolation
+from .inbox import output_file
 from .isolation import IsolationError, Plan
-from .worker import output_file
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `graders/`
 #: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
@@ -243,6 +244,21 @@ def zygote(requested: str | None = None) -> Zygote:
         return _zygotes[requested]
 
 
+def start_early() -> None:
+    """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
+    when the first check needs it; a failure to start is reported then, by `zygote`.
+
+    The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
+    the sandbox when the *thread* that started it ends.
+    """
+    def start() -> None:
+        with contextlib.suppress(Exception):
+            zygote(isolation.requested_level())
+        threading.Event().wait()
+
+    threading.Thread(target=start, name="torchgrade-sandbox-start", daemon=True).start()
+
+
 def _start_best(requested: str | None) -> Zygote:
     reasons = []
     for plan in isolation.plans(requested):
@@ -363,6 +379,8 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> dict:
         """Send one request; return the decoded reply or raise a SandboxFailure."""
+        from . import wire  # (imports torch; this module does not, so a zygote can start first: start_early)
+
         self.served.add(message["target"])
         try:
             self.conn.send_bytes(wire.encode(message))
@@ -374,6 +392,8 @@ class Worker:
             self.resumed = False
 
     def _receive(self, timeout: float, importing: bool) -> dict:
+        from . import wire
+
         module = f"{self.exercise}.py"
         try:
             if not self.conn.poll(timeout):

@@ -55,6 +55,11 @@ def remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=os.geteuid() == 0, onerror=None if os.geteuid() == 0 else allow_and_retry)
 
 
+def output_file(target: str | None) -> str:
+    """The file in a worker's folder that takes what is printed while importing (None) or running `target`."""
+    return "output.log" if target is None else f"{target}.output.log"
+
+
 def new_home() -> Path:
     """A fresh folder in the inbox for one submission's sandbox."""
     home = Path(tempfile.mkdtemp(dir=path(), prefix="s"))

@@ -27,13 +27,13 @@ from typing import Any, Iterator
 from torch.overrides import TorchFunctionMode
 
 from . import wire
+from .inbox import output_file
 from .probes import Target, run_probe
 
 #: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
 CPU_LIMITS_PER_WORKER = 50
 #: The largest request the worker reads (inputs are built by trusted checks, so this is generous).
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
-OUTPUT_FILE = "output.log"
 
 
 class CallRecorder(TorchFunctionMode):
@@ -203,11 +203,6 @@ class CappedOutput(io.RawIOBase):
                 with contextlib.suppress(OSError):
                     os.write(self.fd, b"\n[output cut here: the sandbox keeps at most this much printed output]\n")
         return len(view)
-
-
-def output_file(target: str | None) -> str:
-    """The file in a worker's folder that takes what is printed while importing (None) or running `target`."""
-    return OUTPUT_FILE if target is None else f"{target}.{OUTPUT_FILE}"
 
 
 class _Output:
