@@ -84,6 +84,38 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
     return grade
 
 
+_shared: set[str] = set()  # the reference recordings this process has taken in
+
+
+def share_reference(recording: Path, assignment: Assignment, device: str, only: tuple[str, ...]) -> None:
+    """The reference side of every check, computed once for the whole class: the first worker process
+    to get here records it (a round of the checks on the reference alone), the others wait for it and
+    take it in. A check that asks for something not recorded computes it, as without a recording."""
+    if str(recording) in _shared:
+        return
+    _shared.add(str(recording))
+    import fcntl
+
+    from .differential import adopt_reference_outcomes, recording as recording_outcomes
+    from .sandbox import wire
+
+    with open(recording.with_suffix(".lock"), "w") as lock:
+        # A POSIX lock, not flock: the data-parallel ranks that recording forks (and keeps) would
+        # inherit a flock and hold it for as long as they live.
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        if not recording.exists():
+            try:
+                with recording_outcomes(reference_only=True) as recorded:
+                    _session(assignment, device, only).grade(assignment.reference_dir)
+                partial = recording.with_suffix(".partial")
+                partial.write_bytes(wire.encode(recorded))
+                os.replace(partial, recording)  # a worker that dies while writing leaves no half recording
+            except Exception:  # each worker computes what it needs, as without a recording
+                return
+        with contextlib.suppress(OSError, wire.WireError):
+            adopt_reference_outcomes(assignment.reference_dir, wire.decode(recording.read_bytes()))
+
+
 @dataclass(frozen=True)
 class GradeJob:
     """Grades one submission wherever it runs (this process, a pool worker, a Dask worker); picklable."""
@@ -91,9 +123,14 @@ class GradeJob:
     assignment_path: str
     device: str = "all"
     only: tuple[str, ...] = ()
+    #: Where the workers of one machine share the reference side (see `share_reference`), if they do.
+    reference_recording: str | None = None
 
     def __call__(self, submission) -> Grade:
         assignment = load_assignment(self.assignment_path)
+        if self.reference_recording:
+            with _lock:
+                share_reference(Path(self.reference_recording), assignment, self.device, self.only)
         data = getattr(submission, "data", None)
         if data is None:
             return grade_one(submission, assignment, self.device, self.only)
@@ -199,21 +236,25 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
         todo.append(s)
     if on_start:
         on_start(len(todo), len(result.skipped))
-    job = GradeJob(str(assignment.path), device, tuple(only))
-    for s, outcome in executor.run(job, todo):
-        if isinstance(outcome, Grade):
-            grade = outcome
-            grade.submission = s.name
-        else:
-            grade = error_grade(s.name, assignment, GRADER_FAILED.format(why=outcome.why))
-            result.crashed.append(s.name)
-        write_outputs(grade, assignment, out)
-        record = _record(s.name, hashes[s.name], key, grade)
-        ledger.append(record)
-        done[s.name] = (grade, record)
-        result.graded.append(s.name)
-        if on_grade:
-            on_grade(grade, record)
+    # A pool's workers share the reference side through a private folder (not DIR, which may be published).
+    shares = getattr(executor, "shares_files", False)
+    with tempfile.TemporaryDirectory(prefix="torchgrade-reference-") if shares else contextlib.nullcontext() as folder:
+        job = GradeJob(str(assignment.path), device, tuple(only),
+                       str(Path(folder) / "reference.msgpack") if folder else None)
+        for s, outcome in executor.run(job, todo):
+            if isinstance(outcome, Grade):
+                grade = outcome
+                grade.submission = s.name
+            else:
+                grade = error_grade(s.name, assignment, GRADER_FAILED.format(why=outcome.why))
+                result.crashed.append(s.name)
+            write_outputs(grade, assignment, out)
+            record = _record(s.name, hashes[s.name], key, grade)
+            ledger.append(record)
+            done[s.name] = (grade, record)
+            result.graded.append(s.name)
+            if on_grade:
+                on_grade(grade, record)
     # One record per submission of this run, in order: the ledger is the index of DIR.
     result.records = [done[s.name][1] for s in submissions]
     ledger.rewrite(result.records)

@@ -6,6 +6,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,49 @@ def test_a_second_run_on_the_same_folder_at_once_is_refused(course, tmp_path):
                                            "--assignment", str(course.path)])
     assert result.exit_code == 2
     assert "another torchgrade run is writing there" in result.output
+
+
+def test_the_reference_side_is_computed_once_and_taken_in_by_every_other_worker(tmp_path, monkeypatch):
+    from graders import batch, differential
+
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    only = ("tensors.one_hot",)
+    recording = tmp_path / "reference.msgpack"
+    monkeypatch.setattr(differential, "_reference_outcomes", {})
+    monkeypatch.setattr(batch, "_shared", set())
+    batch.share_reference(recording, assignment, "cpu", only)  # the first worker: computes and records
+    computed = dict(differential._reference_outcomes)
+    assert recording.exists() and computed
+
+    def no_computing(*args, **kwargs):
+        raise AssertionError("the reference was computed again")
+
+    monkeypatch.setattr(differential, "_reference_outcomes", {})
+    monkeypatch.setattr(batch, "_shared", set())
+    monkeypatch.setattr(differential, "run_probe", no_computing)
+    batch.share_reference(recording, assignment, "cpu", only)  # another worker: takes it in
+    assert differential._reference_outcomes.keys() == computed.keys()
+    grade = batch.grade_one(Submission("ref", ROOT / "reference"), assignment, "cpu", only)
+    assert grade.score == grade.max_score > 0
+
+
+def test_a_pool_that_shares_the_reference_and_keeps_data_parallel_ranks_grades_to_the_end(tmp_path):
+    """The worker that records the reference side forks data-parallel ranks and keeps them: they must
+    not keep the other workers waiting (a lock they inherit would)."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from graders.batch import grade_class
+from graders.config import load_assignment
+from graders.executors.local import Pool
+from graders.submissions import Submission
+assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
+students = [Submission(name, Path({str(ROOT)!r}) / folder) for name, folder in
+            (("a", "reference"), ("b", "exercises"), ("c", "reference"), ("d", "reference"))]
+result = grade_class(students, assignment, Path({str(tmp_path / "out")!r}), executor=Pool(2), device="cpu",
+                     only=("parallel.average_gradients", "tensors.one_hot"))
+print(sorted((g.submission, g.score) for g in result.grades))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "[('a', 5.0), ('b', 0.0), ('c', 5.0), ('d', 5.0)]", done.stdout + done.stderr[-2000:]

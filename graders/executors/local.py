@@ -53,6 +53,9 @@ def _init_worker() -> None:
 class Pool:
     """A pool of `jobs` worker processes that survives the death of any of them."""
 
+    #: Its workers see this machine's files (they share the reference side: graders.batch.share_reference).
+    shares_files = True
+
     def __init__(self, jobs: int):
         self.jobs = jobs
 
