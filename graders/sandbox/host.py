@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import inbox, isolation
+from .exits import describe_exit
 from .inbox import output_file
 from .isolation import IsolationError, Plan
 
@@ -89,20 +90,6 @@ class Limits:
     output_bytes: int = 1024**2
     #: Processes and threads of the sandbox user (applied only when it is a user of its own: as root).
     processes: int = 512
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "ended"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = {"SIGSEGV": " (a segmentation fault)", "SIGKILL": " (killed, often for using too much memory)",
-                "SIGXCPU": " (it used up its CPU-time limit)", "SIGABRT": " (aborted)"}.get(name, "")
-        return f"was killed by {name}{hint}"
-    return f"exited with status {code} (did the code call sys.exit(), os._exit() or kill its process?)"
 
 
 def sandbox_env(plan: Plan) -> dict[str, str]:
@@ -417,7 +404,7 @@ class Worker:
         damage: the zygote died with it, or it was killed (SIGKILL, by another process of the same
         submission) while it waited, stopped, and had just been woken for this request."""
         code = self.close()
-        failure = kind(message.replace("{exit}", _describe_exit(code)))
+        failure = kind(message.replace("{exit}", describe_exit(code)))
         failure.collateral = self.zygote.dead or (kind is Died and self.resumed and code == -signal.SIGKILL)
         return failure
 

@@ -42,6 +42,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import wire
+from ..exits import describe_exit
 from . import ProbeError, Raised, Target, describe, probe, raised
 
 WORLD_SIZE = 2
@@ -221,6 +222,10 @@ class _Group:
     #: Forked ranks: the target the group was started for, by id() (other targets are found in their module).
     known: dict = field(default_factory=dict)
 
+    def file(self, rank: int, kind: str) -> str:
+        """A rank's own file in the group's folder: its stderr ("err") or its stack dump ("stack")."""
+        return os.path.join(self.folder, f"rank{rank}.{kind}")
+
 
 @dataclass(frozen=True)
 class _Job:
@@ -330,9 +335,9 @@ def _rank_main(group: _Group, rank: int, conn: Connection) -> None:
     global _stack_file
     _die_with_parent()
     torch.set_num_threads(1)  # a forked OpenMP pool is unusable (DataLoader workers do the same)
-    err = os.open(os.path.join(group.folder, f"rank{rank}.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    err = os.open(group.file(rank, "err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(err, 2)
-    _stack_file = open(os.path.join(group.folder, f"rank{rank}.stack"), "w")
+    _stack_file = open(group.file(rank, "stack"), "w")
     faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
     random_state = torch.get_rng_state()
     try:
@@ -361,22 +366,6 @@ def _rank_main(group: _Group, rank: int, conn: Connection) -> None:
 
 
 # --- the parent: start, watch, stop --------------------------------------------------------------
-
-def _describe_exit(code: int | None, name: str) -> str:
-    """How a rank running `name` ended, with a hint at why."""
-    if code is None:
-        return f"stopped answering while running {name}"
-    if code < 0:
-        try:
-            signame = signal.Signals(-code).name
-        except ValueError:
-            signame = f"signal {-code}"
-        hint = {"SIGSEGV": " (a segmentation fault)", "SIGABRT": " (aborted)",
-                "SIGKILL": " (killed, often for using too much memory)",
-                "SIGXCPU": " (it used up its CPU-time limit)"}.get(signame, "")
-        return f"was killed by {signame}{hint} while running {name}"
-    return f"exited with status {code} while running {name} (did the code call os._exit() or kill its process?)"
-
 
 def _tail(path: str, limit: int = STDERR_TAIL) -> str:
     with contextlib.suppress(OSError), open(path, "rb") as f:
@@ -520,13 +509,10 @@ class _Ranks:
         for rank in ranks:
             with contextlib.suppress(OSError):
                 os.kill(self.processes[rank].pid, signal.SIGUSR1)
-        paths = [os.path.join(self.group.folder, f"rank{rank}.stack") for rank in ranks]
+        paths = [self.group.file(rank, "stack") for rank in ranks]
         end = time.monotonic() + 1.0
         while time.monotonic() < end and not all(os.path.exists(p) and os.path.getsize(p) for p in paths):
             time.sleep(0.02)
-
-    def file(self, rank: int, kind: str) -> str:
-        return os.path.join(self.group.folder, f"rank{rank}.{kind}")
 
     def close(self) -> None:
         for process in self.processes:
@@ -619,8 +605,8 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
     try:
         if ending.hung:
             ranks.dump_stacks(ending.hung)
-        stuck = {r: _stuck_at(ranks.file(r, "stack"), own_dir) for r in ending.hung}
-        stderr = {r: _tail(ranks.file(r, "err")) for r in range(WORLD_SIZE)}
+        stuck = {r: _stuck_at(ranks.group.file(r, "stack"), own_dir) for r in ending.hung}
+        stderr = {r: _tail(ranks.group.file(r, "err")) for r in range(WORLD_SIZE)}
     finally:
         if ending.in_step():
             _keep(key, ranks)
@@ -638,7 +624,7 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
 def _verdict(name: str, ending: _Ending, stuck: dict[int, str], stderr: dict[int, str], deadline: float,
              grace: float) -> Any:
     for rank, code in sorted(ending.died.items()):
-        text = f"rank {rank} {_describe_exit(code, name)}; the other rank was stopped."
+        text = f"rank {rank} {describe_exit(code, name)}; the other rank was stopped."
         if stderr.get(rank):
             text += f"\nwhat rank {rank} printed last:\n{stderr[rank]}"
         raise ProbeError(text)
