@@ -8,7 +8,7 @@ reference (right) or the stub (not done) at random (seeded), with a comment nami
 that no two submissions are the same files. Both ways grade the whole assignment (visible and
 hidden checks, every device available) from a cold start, as an instructor would run them:
 
-- naive: `python -m pytest -c graders/checks/pytest.ini graders/checks --submission DIR
+- naive: `python -m pytest -c torchgrade/checks.ini graders/checks --submission DIR
   --results-json OUT`, one fresh process per submission, one after the other (`--naive-jobs 2`:
   two at a time);
 - torchgrade: `torchgrade grade CLASS --out DIR -j N`, one process.
@@ -35,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from graders.config import load_assignment  # noqa: E402
+from torchgrade.config import load_assignment  # noqa: E402
+from torchgrade.grading import CHECKS_INI  # noqa: E402
 
 #: Targets for the whole assignment on a 2-core machine (issue: class-scale grading).
 TARGET_PER_MINUTE = 60.0
@@ -66,7 +67,7 @@ def naive(class_dir: Path, out: Path, jobs: int = 1) -> tuple[float, dict[str, f
     out.mkdir(parents=True)
 
     def one(folder: Path) -> None:
-        subprocess.run([sys.executable, "-m", "pytest", "-c", "graders/checks/pytest.ini", "graders/checks",
+        subprocess.run([sys.executable, "-m", "pytest", "-c", str(CHECKS_INI), "--rootdir", "graders/checks", "graders/checks",
                         "--submission", str(folder), "--results-json", str(out / f"{folder.name}.json"), "-q",
                         "-p", "no:cacheprovider"],
                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
@@ -82,7 +83,7 @@ def naive(class_dir: Path, out: Path, jobs: int = 1) -> tuple[float, dict[str, f
 def batch(class_dir: Path, out: Path, jobs: int) -> tuple[float, dict[str, float], list[dict]]:
     """`torchgrade grade` on the whole class; the seconds taken, each student's score, the ledger."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from graders.cli import main; main()", "grade", str(class_dir),
+    subprocess.run([sys.executable, "-c", "from torchgrade.cli import main; main()", "grade", str(class_dir),
                     "--out", str(out), "-j", str(jobs), "--no-progress"],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - started

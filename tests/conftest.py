@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from graders.config import load_assignment
-from graders.grading import grade_submission
-from graders.scoring import Grade
+from torchgrade.config import load_assignment
+from torchgrade.grading import grade_submission
+from torchgrade.scoring import Grade
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,10 +7,10 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from graders.authoring import MarkerError, docstring_problems, generate_stubs, make_stub
-from graders.cli import main
-from graders.config import load_assignment
-from graders.grading import grade_submission
+from torchgrade.authoring import MarkerError, docstring_problems, generate_stubs, make_stub
+from torchgrade.cli import main
+from torchgrade.config import load_assignment
+from torchgrade.grading import grade_submission
 
 from conftest import ROOT, lost_targets
 
@@ -132,14 +132,14 @@ def test_a_docstring_without_a_chinese_line_is_reported():
     assert docstring_problems(source, "m.py") == ["m.py line 7: f's docstring has no Chinese summary line"]
 
 
-def _course(tmp_path, reference: str, stub: str | None) -> tuple:
+def _course(tmp_path, reference: str, stub: str | None, settings: str = "") -> tuple:
     (tmp_path / "reference").mkdir()
     (tmp_path / "reference" / "m.py").write_text(reference)
     if stub is not None:
         (tmp_path / "exercises").mkdir()
         (tmp_path / "exercises" / "m.py").write_text(stub)
     path = tmp_path / "assignment.yaml"
-    path.write_text("reference: reference\nchecks: checks\nstubs: exercises\nexercises:\n  m:\n    targets:\n      f: 1\n")
+    path.write_text(f"reference: reference\nchecks: checks\nstubs: exercises\n{settings}exercises:\n  m:\n    targets:\n      f: 1\n")
     return path
 
 
@@ -159,10 +159,18 @@ def test_stubs_check_fails_when_out_of_date_and_the_command_fixes_it(tmp_path):
 
 def test_stubs_check_fails_on_a_docstring_without_chinese(tmp_path):
     reference = REFERENCE.replace("    加一。\n", "")
-    assignment = _course(tmp_path, reference, stub=make_stub(reference))
+    assignment = _course(tmp_path, reference, stub=make_stub(reference), settings="chinese_summaries: true\n")
     result = CliRunner().invoke(main, ["stubs", "--check", "--assignment", str(assignment)])
     assert result.exit_code == 1
     assert "f's docstring has no Chinese summary line" in result.output
+
+
+def test_chinese_summaries_are_a_course_setting_off_by_default(tmp_path):
+    reference = REFERENCE.replace("    加一。\n", "")
+    assignment = _course(tmp_path, reference, stub=make_stub(reference))
+    result = CliRunner().invoke(main, ["stubs", "--check", "--assignment", str(assignment)])
+    assert result.exit_code == 0, result.output
+    assert "Chinese" not in result.output
 
 
 # --- the guide (docs/authoring.md), followed literally ----------------------------------------
@@ -196,8 +204,6 @@ def guide_course(tmp_path):
         path = tmp_path / path.replace("graders/checks/", f"{checks}/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(code)
-    for skeleton in ("pytest.ini", "__init__.py", "visible/__init__.py", "hidden/__init__.py"):
-        shutil.copy(ROOT / "graders" / "checks" / skeleton, tmp_path / checks / skeleton)
     (tmp_path / "assignment.yaml").write_text(
         f"title: Guide\nreference: reference\nchecks: {checks}\nstubs: exercises\nexercises:\n" + entry)
     assert generate_stubs(tmp_path / "reference", tmp_path / "exercises") == [tmp_path / "exercises" / "activations.py"]

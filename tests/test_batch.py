@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from graders.batch import GradeJob, grade_class
-from graders.cli import main
-from graders.config import load_assignment
-from graders.executors import Crashed
-from graders.executors.local import DIED, InProcess, Pool
-from graders.grading import grade_submission
-from graders.progress import Progress
-from graders.session import CheckSession
-from graders.submissions import Submission, discover
+from torchgrade.batch import GradeJob, grade_class
+from torchgrade.cli import main
+from torchgrade.config import load_assignment
+from torchgrade.executors import Crashed
+from torchgrade.executors.local import DIED, InProcess, Pool
+from torchgrade.grading import grade_submission
+from torchgrade.progress import Progress
+from torchgrade.session import CheckSession
+from torchgrade.submissions import Submission, discover
 
 from conftest import ROOT
 from tiny_course import FULL_MARKS, copy_class, make_course, student, zipped
@@ -178,7 +178,7 @@ def test_a_second_run_on_the_same_folder_at_once_is_refused(course, tmp_path):
 
 
 def test_the_reference_side_is_computed_once_and_taken_in_by_every_other_worker(tmp_path, monkeypatch):
-    from graders import batch, differential
+    from torchgrade import batch, differential
 
     assignment = load_assignment(ROOT / "assignment.yaml")
     only = ("tensors.one_hot",)
@@ -208,10 +208,10 @@ def test_a_pool_that_shares_the_reference_and_keeps_data_parallel_ranks_grades_t
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from graders.batch import grade_class
-from graders.config import load_assignment
-from graders.executors.local import Pool
-from graders.submissions import Submission
+from torchgrade.batch import grade_class
+from torchgrade.config import load_assignment
+from torchgrade.executors.local import Pool
+from torchgrade.submissions import Submission
 assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
 students = [Submission(name, Path({str(ROOT)!r}) / folder) for name, folder in
             (("a", "reference"), ("b", "exercises"), ("c", "reference"), ("d", "reference"))]

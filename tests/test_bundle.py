@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.bundle import build_bundle
-from graders.config import load_assignment
+from torchgrade.bundle import build_bundle
+from torchgrade.config import load_assignment
 
 from conftest import ROOT
 
@@ -42,7 +42,8 @@ def secret_lines() -> set[str]:
     """Lines found only in the reference solutions and the hidden checks, nowhere else in the project
     (a line that also occurs in a stub's docstring or in the engine tells nothing)."""
     secret = set().union(*(_lines(p) for folder in SECRET_FOLDERS for p in folder.rglob("*.py")))
-    public = [p for p in (ROOT / "graders").rglob("*.py") if not p.is_relative_to(SECRET_FOLDERS[1])]
+    public = [p for folder in ("graders", "torchgrade") for p in (ROOT / folder).rglob("*.py")
+              if not p.is_relative_to(SECRET_FOLDERS[1])]
     public_text = "\n".join(p.read_text(encoding="utf-8") for p in [*public, *(ROOT / "exercises").glob("*.py")])
     return {line for line in secret if line not in public_text}
 
@@ -61,7 +62,11 @@ def test_the_zip_and_the_folder_hold_the_same_listed_files(built, unpacked):
     assert files == sorted(built.files)
     assert json.loads((unpacked / "bundle.json").read_text())["files"] == list(built.files)
     top = {f.split("/")[0] for f in files}
-    assert top == {"README.md", "assignment.yaml", "pyproject.toml", "bundle.json", "exercises", "expected", "graders"}
+    assert top == {"README.md", "assignment.yaml", "pyproject.toml", "bundle.json", "exercises", "expected", "graders",
+                   "torchgrade"}
+    assert {f for f in files if f.startswith("graders/") and not f.startswith("graders/checks/visible/")} == \
+        {"graders/checks/README.md", "graders/hints.yaml",
+         *(f"graders/probes/{p.name}" for p in (ROOT / "graders" / "probes").glob("*.py"))}
 
 
 def test_no_reference_and_no_hidden_check_inside(unpacked):
@@ -92,8 +97,8 @@ def test_the_stubs_are_freshly_generated_and_the_assignment_points_at_the_record
 
 def _check(bundle: Path, report: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "TORCHGRADE_LANG"}
-    env["PYTHONPATH"] = str(bundle)  # the bundle's own graders/, not this checkout's
-    return subprocess.Popen([sys.executable, "-m", "graders.cli", "check", "--device", "cpu", "--report", str(report)],
+    env["PYTHONPATH"] = str(bundle)  # the bundle's own torchgrade/, not this checkout's
+    return subprocess.Popen([sys.executable, "-m", "torchgrade.cli", "check", "--device", "cpu", "--report", str(report)],
                             cwd=bundle, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -119,6 +124,6 @@ def test_in_the_bundle_the_stubs_score_zero_and_the_reference_scores_full_marks(
 
 def test_the_bundle_imports_its_own_engine(unpacked):
     env = dict(os.environ, PYTHONPATH=str(unpacked))
-    where = subprocess.run([sys.executable, "-c", "import graders; print(graders.__file__)"], cwd=unpacked, env=env,
+    where = subprocess.run([sys.executable, "-c", "import torchgrade; print(torchgrade.__file__)"], cwd=unpacked, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(where) == unpacked / "graders" / "__init__.py"
+    assert Path(where) == unpacked / "torchgrade" / "__init__.py"

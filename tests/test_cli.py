@@ -6,7 +6,7 @@ import zipfile
 import pytest
 from click.testing import CliRunner
 
-from graders.cli import main
+from torchgrade.cli import main
 
 from conftest import ROOT, make_submission
 

@@ -8,12 +8,12 @@ import logging
 import pytest
 from click.testing import CliRunner
 
-from graders.batch import GradeJob, grade_class
-from graders.cli import main
-from graders.config import load_assignment
-from graders.executors import dask as dask_executor
-from graders.executors.local import InProcess
-from graders.submissions import discover
+from torchgrade.batch import GradeJob, grade_class
+from torchgrade.cli import main
+from torchgrade.config import load_assignment
+from torchgrade.executors import dask as dask_executor
+from torchgrade.executors.local import InProcess
+from torchgrade.submissions import discover
 
 from tiny_course import copy_class, make_course, student, zipped
 

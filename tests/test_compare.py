@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from graders import i18n
-from graders.compare import Mismatch, compare, describe_path
+from torchgrade import i18n
+from torchgrade.compare import Mismatch, compare, describe_path
 
 
 def mismatch(expected, actual, **options) -> Mismatch:

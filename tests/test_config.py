@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from graders.config import EXERCISE_KEYS, TARGET_KEYS, TOP_KEYS, ConfigError, load_assignment
+from torchgrade.config import EXERCISE_KEYS, TARGET_KEYS, TOP_KEYS, ConfigError, load_assignment
 
 from conftest import ROOT
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from graders.differential import load_reference
-from graders.grading import grade_submission
-from graders.sandbox.probes import Target, run_probe
+from torchgrade.differential import load_reference
+from torchgrade.grading import grade_submission
+from torchgrade.sandbox.probes import Target, run_probe
 
 from conftest import ROOT, failures, lost_targets, make_submission, points_by_target
 

@@ -9,9 +9,9 @@ device: like CUDA it is not the CPU, and unlike CUDA it exists everywhere.
 import pytest
 import torch
 
-from graders import compare
-from graders.grading import grade_submission
-from graders.sandbox.probes import parallel as ddp
+from torchgrade import compare
+from torchgrade.grading import grade_submission
+from torchgrade.sandbox.probes import parallel as ddp
 
 from conftest import ROOT
 

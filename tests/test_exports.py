@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from graders.batch import grade_class, write_class_pages
-from graders.config import load_assignment
-from graders.exports import grades_csv, junit_xml, load_grade
-from graders.overview import histogram, item_analysis
-from graders.scoring import CheckResult, Grade
+from torchgrade.batch import grade_class, write_class_pages
+from torchgrade.config import load_assignment
+from torchgrade.exports import grades_csv, junit_xml, load_grade
+from torchgrade.overview import histogram, item_analysis
+from torchgrade.scoring import CheckResult, Grade
 
 from tiny_course import copy_class, make_course, student
 
@@ -93,7 +93,7 @@ def test_the_overview_page_shows_the_distribution_the_items_and_a_sortable_table
 def test_the_class_pages_of_a_graded_class_come_from_its_results(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
     student(cls / "<i>mallory&co")
-    from graders.submissions import discover
+    from torchgrade.submissions import discover
 
     result = grade_class(discover([cls], ("tensors",)), course, tmp_path / "out", device="cpu")
     page = (tmp_path / "out" / "index.html").read_text()

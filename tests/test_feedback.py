@@ -11,13 +11,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graders import i18n, terminal
-from graders.cli import main
-from graders.differential import (GraderError, recording, reference_outcome, request_key, save_recording)
-from graders.feedback import build, rerun_command, split_hint
-from graders.hints import HINTS, KINDS
-from graders.report import render_report
-from graders.scoring import CheckResult, Grade
+from torchgrade import i18n, terminal
+from torchgrade.grading import CHECKS_INI
+from torchgrade.cli import main
+from torchgrade.differential import (GraderError, recording, reference_outcome, request_key, save_recording)
+from torchgrade.feedback import build, rerun_command, split_hint
+from torchgrade.hints import HINTS, KINDS
+from torchgrade.report import render_report
+from torchgrade.scoring import CheckResult, Grade
 
 from conftest import ROOT, failures, make_submission
 
@@ -157,7 +158,7 @@ def test_the_terminal_table_has_a_line_per_target_and_no_colour_when_not_a_termi
 def test_the_plugin_takes_the_language_too(tmp_path, small_assignment):
     """`pytest -c graders/checks/pytest.ini --lang zh` (the plain way of grading) speaks Chinese as well."""
     results = tmp_path / "results.json"
-    code = pytest.main([str(ROOT / "graders" / "checks" / "visible"), "-c", str(ROOT / "graders" / "checks" / "pytest.ini"),
+    code = pytest.main([str(ROOT / "graders" / "checks" / "visible"), "-c", str(CHECKS_INI),
                         "--rootdir", str(ROOT / "graders" / "checks"), "--assignment", str(small_assignment),
                         "--submission", str(ROOT / "exercises"), "--device", "cpu", "--target", "tensors.one_hot",
                         "--lang", "zh", "--results-json", str(results), "-q", "-p", "no:cacheprovider"])
@@ -167,7 +168,7 @@ def test_the_plugin_takes_the_language_too(tmp_path, small_assignment):
 
 
 def test_the_plain_way_shows_each_failed_checks_message_not_a_python_traceback(tmp_path, small_assignment, capsys):
-    code = pytest.main([str(ROOT / "graders" / "checks" / "visible"), "-c", str(ROOT / "graders" / "checks" / "pytest.ini"),
+    code = pytest.main([str(ROOT / "graders" / "checks" / "visible"), "-c", str(CHECKS_INI),
                         "--rootdir", str(ROOT / "graders" / "checks"), "--assignment", str(small_assignment),
                         "--submission", str(ROOT / "exercises"), "--device", "cpu", "--target", "tensors.one_hot",
                         "-p", "no:cacheprovider"])

@@ -2,7 +2,7 @@
 
 import textwrap
 
-from graders.forbidden import runtime_violations, static_violations
+from torchgrade.forbidden import runtime_violations, static_violations
 
 
 def scan(tmp_path, source, target, patterns):

@@ -24,12 +24,12 @@ import pytest
 from conftest import ROOT, make_submission, points_by_target
 from hostile import ATTACKS, CORPUS, Attack
 
-from graders.config import load_assignment
-from graders.grading import grade_submission
-from graders.report import render_report
-from graders.results import results_document
-from graders.sandbox import isolation
-from graders.sandbox.host import isolation_level
+from torchgrade.config import load_assignment
+from torchgrade.grading import grade_submission
+from torchgrade.report import render_report
+from torchgrade.results import results_document
+from torchgrade.sandbox import isolation
+from torchgrade.sandbox.host import isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
 LEVELS = isolation.LEVELS
@@ -190,8 +190,7 @@ def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, 
     """`torchgrade grade` over a class: every submission gets its results, the honest one full marks, each
     attack zero where it attacks; the grader's own secret (in its environment) stays out of reach."""
     checks = tmp_path / "checks"
-    for name in ("__init__.py", "pytest.ini", "visible/__init__.py", "hidden/__init__.py", "visible/test_tensors.py",
-                 "hidden/test_tensors.py"):
+    for name in ("visible/test_tensors.py", "hidden/test_tensors.py"):
         (checks / name).parent.mkdir(parents=True, exist_ok=True)
         (checks / name).write_text((ROOT / "graders" / "checks" / name).read_text())
     yaml = tmp_path / "assignment.yaml"
@@ -202,7 +201,7 @@ def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, 
     for attack in attacks:
         hostile_submission(attack, arena, roster / FOLDER.get(attack.name, attack.name))
     env = {**os.environ, isolation.ENV_VAR: best_level, SECRET_NAME: arena.nonce}
-    done = subprocess.run([sys.executable, "-m", "graders.cli", "grade", str(roster), "--out", str(arena.out),
+    done = subprocess.run([sys.executable, "-m", "torchgrade.cli", "grade", str(roster), "--out", str(arena.out),
                            "-j", "2", "--device", "cpu", "--assignment", str(yaml)],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

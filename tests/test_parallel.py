@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from graders.config import load_assignment
-from graders.differential import load_reference
-from graders.grading import grade_submission
-from graders.sandbox.probes import ProbeError, Target, run_probe
-from graders.sandbox.probes import parallel as ddp
-from graders.sandbox.worker import CallRecorder
+from torchgrade.config import load_assignment
+from torchgrade.differential import load_reference
+from torchgrade.grading import grade_submission
+from torchgrade.sandbox.probes import ProbeError, Target, run_probe
+from torchgrade.sandbox.probes import parallel as ddp
+from torchgrade.sandbox.worker import CallRecorder
 
 from conftest import ROOT, failures, lost_targets, make_submission
 
@@ -304,8 +304,8 @@ def test_a_process_that_kept_ranks_still_exits(tmp_path):
     script.write_text(f"""
 import multiprocessing, sys
 sys.path.insert(0, {str(ROOT)!r})
-from graders.differential import load_reference
-from graders.sandbox.probes import Target, parallel as ddp
+from torchgrade.differential import load_reference
+from torchgrade.sandbox.probes import Target, parallel as ddp
 
 def grade_once():
     reference = load_reference(__import__("pathlib").Path({str(ROOT / "reference" / "parallel.py")!r}))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.grading import grade_submission
-from graders.report import write_report
+from torchgrade.grading import grade_submission
+from torchgrade.report import write_report
 
 from conftest import make_submission
 

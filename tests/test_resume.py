@@ -13,11 +13,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from graders.batch import grade_class
-from graders.cli import main
-from graders.config import load_assignment
-from graders.ledger import Ledger, Record, grader_key
-from graders.submissions import discover
+from torchgrade.batch import grade_class
+from torchgrade.cli import main
+from torchgrade.config import load_assignment
+from torchgrade.ledger import Ledger, Record, grader_key
+from torchgrade.submissions import discover
 
 from tiny_course import ROOT, copy_class, make_course, slow_one_hot, student
 
@@ -91,7 +91,7 @@ def test_killing_the_grader_mid_batch_then_rerunning_gives_every_result_exactly_
     for name in names:
         student(cls / name, extra=slow_one_hot(0.2))  # about half a second each: time to kill in between
     out = tmp_path / "out"
-    command = [sys.executable, "-c", "from graders.cli import main; main()", "grade", str(cls), "--out", str(out),
+    command = [sys.executable, "-c", "from torchgrade.cli import main; main()", "grade", str(cls), "--out", str(out),
                "--device", "cpu", "--assignment", str(course.path), "--no-progress"]
     grader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

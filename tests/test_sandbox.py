@@ -21,10 +21,10 @@ import pytest
 import torch
 from conftest import ROOT
 
-from graders.grading import grade_submission
-from graders.results import results_document
-from graders.sandbox import host, inbox, isolation, wire
-from graders.sandbox.host import BadReply, Died, Limits, Sandbox, Timeout, checked
+from torchgrade.grading import grade_submission
+from torchgrade.results import results_document
+from torchgrade.sandbox import host, inbox, isolation, wire
+from torchgrade.sandbox.host import BadReply, Died, Limits, Sandbox, Timeout, checked
 
 SPY = '''
 import os, signal, socket, sys, time
@@ -529,7 +529,7 @@ def test_a_sandbox_started_early_is_the_one_the_first_check_uses(spy):
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from graders.sandbox import host
+from torchgrade.sandbox import host
 host.start_early()
 deadline = time.monotonic() + 150
 while None not in host._zygotes and time.monotonic() < deadline:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from graders.scoring import CheckResult, assign_points
+from torchgrade.scoring import CheckResult, assign_points
 
 
 def result(target, status, device="cpu", forbidden=False):

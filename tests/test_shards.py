@@ -7,12 +7,12 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from graders.batch import grade_class
-from graders.cli import main
-from graders.config import load_assignment
-from graders.ledger import Ledger
-from graders.shards import MergeError, Shard, merge
-from graders.submissions import Submission, discover
+from torchgrade.batch import grade_class
+from torchgrade.cli import main
+from torchgrade.config import load_assignment
+from torchgrade.ledger import Ledger
+from torchgrade.shards import MergeError, Shard, merge
+from torchgrade.submissions import Submission, discover
 
 from tiny_course import copy_class, make_course, student
 

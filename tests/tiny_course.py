@@ -59,7 +59,7 @@ def make_course(root: Path) -> Path:
     (checks / "__init__.py").write_text("")
     (checks / "visible" / "__init__.py").write_text("")
     (checks / "visible" / "test_tensors.py").write_text(CHECKS)
-    (checks / "pytest.ini").write_text("[pytest]\naddopts = -p graders.plugin\npython_files = test_*.py\n")
+    (checks / "pytest.ini").write_text("[pytest]\naddopts = -p torchgrade.plugin\npython_files = test_*.py\n")
     path = root / "assignment.yaml"
     path.write_text(ASSIGNMENT.format(reference=ROOT / "reference", checks=checks, stubs=ROOT / "exercises"))
     return path

@@ -2,7 +2,7 @@
 
 ``ATTACKS`` says, for each, which targets it attacks (they must score zero), which untouched
 targets are graded beside them (they must keep full marks), and the weakest isolation level that
-holds against it (``graders.sandbox.isolation.LEVELS``). ``tests/test_hostile.py`` grades each one
+holds against it (``torchgrade.sandbox.isolation.LEVELS``). ``tests/test_hostile.py`` grades each one
 and also checks that nothing appears where it should not and nothing it started survives.
 ``kit.py`` is the attackers' toolbox, copied into every hostile submission as ``hostile_kit.py``.
 """

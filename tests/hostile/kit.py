@@ -89,9 +89,9 @@ def places():
             if arg.startswith("/"):
                 found += [arg, os.path.dirname(arg), os.path.dirname(os.path.dirname(arg))]
     try:
-        import graders
+        import torchgrade
 
-        package = os.path.dirname(graders.__file__)
+        package = os.path.dirname(torchgrade.__file__)
         found += [package, os.path.dirname(package)]
     except ImportError:
         pass

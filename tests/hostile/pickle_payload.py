@@ -7,7 +7,7 @@ import os
 import hostile_kit as kit
 import torch
 
-import graders.sandbox.wire as _wire
+import torchgrade.sandbox.wire as _wire
 
 
 class _Payload:

@@ -1,21 +1,21 @@
 """Visible checks for autograd.py: vector-Jacobian products, Jacobians, second derivatives, SGD by hand.
 
-Functions are named from the public table ``graders/sandbox/probes/autograd.py:FUNCTIONS``; each
+Functions are named from the public table ``torchgrade/sandbox/probes/autograd.py:FUNCTIONS``; each
 check also looks at the caller's tensors after the call (they must be left as they were).
 """
 
 import pytest
 import torch
 
-from graders.differential import CheckFailed
-from graders.i18n import language, t
+from torchgrade.differential import CheckFailed
+from torchgrade.i18n import language, t
 
 
 def explain(check, *args, hints=(), note=None, **kwargs):
     """``check(...)``; a failure that names a fact listed in `hints` ends with that fact's hint.
 
     `hints` is a sequence of ``(marker, {"en": ..., "zh": ...})``. The first marker found in the
-    message wins and its hint replaces the target's hint for the kind of failure (graders/hints.py);
+    message wins and its hint replaces the target's hint for the kind of failure (torchgrade/hints.py);
     the marker "" gives the hint for a failure that neither names a listed fact nor has a hint.
     `note` (``{"en": ..., "zh": ...}``) adds what the call line cannot show, such as a forward input.
     """

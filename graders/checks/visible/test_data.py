@@ -6,7 +6,7 @@ import contextlib
 import pytest
 import torch
 
-from graders.differential import CheckFailed
+from torchgrade.differential import CheckFailed
 
 
 @contextlib.contextmanager

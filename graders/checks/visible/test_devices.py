@@ -2,7 +2,7 @@
 
 to_device moves tensors to the meta device when graded on the CPU (a second device every machine
 has: tensors there have a shape and a dtype but no values) and to the GPU when graded on CUDA.
-The structure to move is sent as a spec (``graders/sandbox/probes/devices.py``: containers other
+The structure to move is sent as a spec (``torchgrade/sandbox/probes/devices.py``: containers other
 than lists, tuples and dicts are tagged dicts, ``{"__kind__": "namedtuple", "name": "Batch", "items":
 [...]}`` is ``Batch(*items)``) and shown in a failure's message as the object it stands for; the
 result is described place by place: ``out``, ``out[0]``, ``out['inputs'][1]``.
@@ -13,7 +13,7 @@ import contextlib
 import pytest
 import torch
 
-from graders.differential import CheckFailed
+from torchgrade.differential import CheckFailed
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """Visible checks for functions.py: custom autograd Functions, their backward nodes and gradients.
 
-``function_apply`` (graders/sandbox/probes/functions.py) also calls the output's backward node
+``function_apply`` (torchgrade/sandbox/probes/functions.py) also calls the output's backward node
 directly, so these checks see what each ``backward`` returns before autograd reduces or checks it.
 """
 

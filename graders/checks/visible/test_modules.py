@@ -3,7 +3,7 @@
 Weights are loaded into the student's module by the names the contract fixes (``hidden.weight``,
 ``params.0``, ``params.linear1`` ...), so forward values and gradients compare exactly what any
 correct module computes. Models for init_weights and count_parameters come from the public tables
-in graders/sandbox/probes/modules.py.
+in torchgrade/sandbox/probes/modules.py.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Visible checks for parallel.py: sharding a batch, and data-parallel training on two real ranks.
 
 The ``ddp_*`` probes run the function on both ranks of a two-process group (gloo on the CPU; see
-graders/sandbox/probes/parallel.py) and report, rank by rank, what a correct program must leave
+torchgrade/sandbox/probes/parallel.py) and report, rank by rank, what a correct program must leave
 behind; the reference's ranks are what one process training on the whole batch would reach.
 """
 

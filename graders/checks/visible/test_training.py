@@ -1,6 +1,6 @@
 """Visible checks for training.py: seeding, one training step, evaluation, and a training loop that learns.
 
-Models, losses and optimizers are named from the public tables in ``graders/sandbox/probes/training.py``
+Models, losses and optimizers are named from the public tables in ``torchgrade/sandbox/probes/training.py``
 (``'linear'`` is an ``nn.Linear`` with the weights the check sends, in float64); a loader is a list of
 ``(inputs, targets)`` batches cut from the data shown, in order, unless a check says otherwise.
 """
@@ -10,7 +10,7 @@ import contextlib
 import pytest
 import torch
 
-from graders.differential import CheckFailed
+from torchgrade.differential import CheckFailed
 
 
 @contextlib.contextmanager

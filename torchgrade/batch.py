@@ -1,0 +1,265 @@
+"""Grading a class: skip what is already graded, grade the rest anywhere, record each as it completes.
+
+`grade_class` is the whole `torchgrade grade` run. It hashes each submission, asks the ledger
+(torchgrade.ledger) which are already graded by this grader, hands the rest to an executor
+(torchgrade.executors: this process, a local pool, Dask), and for each grade that comes back writes
+results.json and report.html, then appends the ledger record. The class pages (index.html,
+grades.csv, junit.xml) are written at the end from every submission's grade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .config import Assignment, load_assignment
+from .exports import grades_csv, junit_xml, load_grade
+from .grading import GradingError
+from .ledger import Ledger, Record, grader_key
+from .report import write_report
+from .results import write_atomic, write_results
+from .scoring import CheckResult, Grade, assign_points
+from .submissions import Submission, SubmissionUnreadable, content_hash, unpacked
+
+#: What a grade's rows say when the grader itself failed on a submission (not the student's fault).
+GRADER_FAILED = "grader error (not your fault; please report it): {why}"
+
+
+def error_grade(name: str, assignment: Assignment, why: str, what: str = "submission could be graded") -> Grade:
+    """A grade in which every target errors, with the reason (unreadable zip, a grading process that died)."""
+    tests = [CheckResult(nodeid=t.qualname, name=f"{t.qualname}: {what}", exercise=t.exercise,
+                         target=t.name, device=None, visibility="visible", status="error", output=why)
+             for t in assignment.targets]
+    assign_points(tests, assignment)
+    return Grade(submission=name, tests=tests, output=why)
+
+
+def unreadable(submission: Submission, assignment: Assignment, why: str) -> Grade:
+    """A grade for a submission that could not even be unpacked: every target errors, with the reason."""
+    return error_grade(submission.name, assignment, why, "submission could be read")
+
+
+# --- one worker process: a session per (assignment, device, selection), reused for every submission ---
+
+_sessions: dict[tuple, object] = {}
+_lock = threading.Lock()  # a session grades one submission at a time (Dask may run tasks in threads)
+
+
+def _session(assignment: Assignment, device: str, only: tuple[str, ...]):
+    from .session import CheckSession
+
+    key = (str(assignment.path), device, only)
+    session = _sessions.get(key)
+    if session is None:
+        session = _sessions[key] = CheckSession(assignment, device=device, only=only)
+    return session
+
+
+def grade_one(submission: Submission, assignment: Assignment, device: str = "all", only: tuple[str, ...] = ()) -> Grade:
+    """Grade one submission (folder or zip) in this process, with checks collected once per process.
+
+    An unreadable zip becomes a grade of error rows; so does an unexpected failure of the grader on
+    this one submission (the next one gets a fresh session). GradingError (the checks cannot run at
+    all) is raised.
+    """
+    names = tuple(e.name for e in assignment.exercises)
+    with _lock:
+        try:
+            with unpacked(submission, names) as folder:
+                grade = _session(assignment, device, only).grade(folder)
+        except SubmissionUnreadable as e:
+            grade = unreadable(submission, assignment, str(e))
+        except GradingError:
+            raise
+        except Exception as e:
+            _sessions.pop((str(assignment.path), device, only), None)
+            grade = error_grade(submission.name, assignment, GRADER_FAILED.format(why=f"{type(e).__name__}: {e}"))
+    grade.submission = submission.name
+    return grade
+
+
+_shared: set[str] = set()  # the reference recordings this process has taken in
+
+
+def share_reference(recording: Path, assignment: Assignment, device: str, only: tuple[str, ...]) -> None:
+    """The reference side of every check, computed once for the whole class: the first worker process
+    to get here records it (a round of the checks on the reference alone), the others wait for it and
+    take it in. A check that asks for something not recorded computes it, as without a recording."""
+    if str(recording) in _shared:
+        return
+    _shared.add(str(recording))
+    import fcntl
+
+    from .differential import adopt_reference_outcomes, recording as recording_outcomes
+    from .sandbox import wire
+
+    with open(recording.with_suffix(".lock"), "w") as lock:
+        # A POSIX lock, not flock: the data-parallel ranks that recording forks (and keeps) would
+        # inherit a flock and hold it for as long as they live.
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        if not recording.exists():
+            try:
+                with recording_outcomes(reference_only=True) as recorded:
+                    _session(assignment, device, only).grade(assignment.reference_dir)
+                partial = recording.with_suffix(".partial")
+                partial.write_bytes(wire.encode(recorded))
+                os.replace(partial, recording)  # a worker that dies while writing leaves no half recording
+            except Exception:  # each worker computes what it needs, as without a recording
+                return
+        with contextlib.suppress(OSError, wire.WireError):
+            adopt_reference_outcomes(assignment.reference_dir, wire.decode(recording.read_bytes()))
+
+
+@dataclass(frozen=True)
+class GradeJob:
+    """Grades one submission wherever it runs (this process, a pool worker, a Dask worker); picklable."""
+
+    assignment_path: str
+    device: str = "all"
+    only: tuple[str, ...] = ()
+    #: Where the workers of one machine share the reference side (see `share_reference`), if they do.
+    reference_recording: str | None = None
+
+    def __call__(self, submission) -> Grade:
+        assignment = load_assignment(self.assignment_path)
+        if self.reference_recording:
+            with _lock:
+                share_reference(Path(self.reference_recording), assignment, self.device, self.only)
+        data = getattr(submission, "data", None)
+        if data is None:
+            return grade_one(submission, assignment, self.device, self.only)
+        with tempfile.TemporaryDirectory(prefix="torchgrade-task-") as tmp:  # a packed submission (Dask)
+            path = Path(tmp) / f"{submission.name}.zip"
+            path.write_bytes(data)
+            return grade_one(Submission(submission.name, path), assignment, self.device, self.only)
+
+
+# --- outputs ---
+
+def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
+    """DIR/<submission>/results.json and report.html."""
+    write_results(grade, assignment, out / grade.submission / "results.json")
+    write_report(grade, assignment, out / grade.submission / "report.html")
+
+
+def write_class_pages(grades: list[Grade], assignment: Assignment, out: Path) -> None:
+    """DIR/index.html (class overview), DIR/grades.csv (gradebook) and DIR/junit.xml (for CI)."""
+    from .overview import render_index
+
+    grades = sorted(grades, key=lambda g: g.submission)
+    links = {g.submission: f"{g.submission}/report.html" for g in grades}
+    write_atomic(out / "index.html", render_index(grades, assignment, links))
+    write_atomic(out / "grades.csv", grades_csv(grades, assignment))
+    write_atomic(out / "junit.xml", junit_xml(grades))
+
+
+def _record(name: str, content: str, key: str, grade: Grade) -> Record:
+    per: dict[str, float] = {}
+    for t in grade.tests:
+        per[t.exercise] = round(per.get(t.exercise, 0.0) + t.duration, 4)
+    return Record(name=name, content=content, grader=key, score=grade.score, max_score=grade.max_score,
+                  errors=sum(t.status == "error" for t in grade.tests), seconds=grade.execution_time,
+                  exercise_seconds=per)
+
+
+class OutputBusy(Exception):
+    """Another torchgrade run is writing to the same output folder."""
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold DIR/.torchgrade.lock while writing DIR, so two runs never interleave their records."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    fd = os.open(out / ".torchgrade.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"{out}: another torchgrade run is writing there") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class BatchResult:
+    """What a run did: every submission's grade (name order), which were graded now or skipped, how long."""
+
+    grades: list[Grade] = field(default_factory=list)
+    graded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def grade_class(submissions: list[Submission], assignment: Assignment, out: Path, *, executor=None,
+                device: str = "all", only: tuple[str, ...] = (), force: bool = False,
+                on_start: Callable[[int, int], None] | None = None,
+                on_grade: Callable[[Grade, Record], None] | None = None) -> BatchResult:
+    """Grade every submission not already graded into `out` (resumable), then write the class pages.
+
+    `on_start(to_grade, skipped)` and `on_grade(grade, record)` report progress.
+    """
+    from .executors.local import InProcess
+
+    started = time.perf_counter()
+    executor = executor or InProcess()
+    key = grader_key(assignment, device=device, only=only)
+    ledger = Ledger(out)
+    known = {} if force else ledger.load()
+    hashes = {s.name: content_hash(s) for s in submissions}
+    result = BatchResult()
+    done: dict[str, tuple[Grade, Record]] = {}
+    todo: list[Submission] = []
+    for s in submissions:
+        record = known.get(s.name)
+        if record is not None and record.content == hashes[s.name] and record.grader == key \
+                and not record.content.startswith("unreadable:"):
+            try:
+                done[s.name] = (load_grade(out / s.name / "results.json"), record)
+                result.skipped.append(s.name)
+                continue
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # the record's files are gone or damaged: grade again
+        todo.append(s)
+    if on_start:
+        on_start(len(todo), len(result.skipped))
+    # A pool's workers share the reference side through a private folder (not DIR, which may be published).
+    shares = getattr(executor, "shares_files", False)
+    with tempfile.TemporaryDirectory(prefix="torchgrade-reference-") if shares else contextlib.nullcontext() as folder:
+        job = GradeJob(str(assignment.path), device, tuple(only),
+                       str(Path(folder) / "reference.msgpack") if folder else None)
+        for s, outcome in executor.run(job, todo):
+            if isinstance(outcome, Grade):
+                grade = outcome
+                grade.submission = s.name
+            else:
+                grade = error_grade(s.name, assignment, GRADER_FAILED.format(why=outcome.why))
+                result.crashed.append(s.name)
+            write_outputs(grade, assignment, out)
+            record = _record(s.name, hashes[s.name], key, grade)
+            ledger.append(record)
+            done[s.name] = (grade, record)
+            result.graded.append(s.name)
+            if on_grade:
+                on_grade(grade, record)
+    # One record per submission of this run, in order: the ledger is the index of DIR.
+    result.records = [done[s.name][1] for s in submissions]
+    ledger.rewrite(result.records)
+    result.grades = [done[s.name][0] for s in submissions]
+    if len(result.grades) > 1:
+        write_class_pages(result.grades, assignment, out)
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,295 @@
+"""The student bundle: stubs, visible checks, the engine and recorded expected outcomes, and nothing else.
+
+A visible check computes its expected values by running the reference (torchgrade/differential.py),
+which students must not have. So the bundle is built by running the visible checks once on the
+reference while ``differential.recording()`` is on, and it carries those outcomes instead, one
+weights-only ``torch.save`` file per exercise in ``expected/``; its ``assignment.yaml`` points
+``reference:`` there, and ``reference_outcome`` looks them up. The recordings hold only what the
+probes report for the visible checks' own inputs (no tracebacks: they would quote the reference).
+
+CUDA variants are recorded only where the bundle is built on a machine with CUDA. Elsewhere a
+student's CUDA check uses the CPU recording of the same inputs with its tensors moved to the
+input's device, and is skipped (its points set aside) when even that is missing.
+
+Layout::
+
+    README.md  assignment.yaml  pyproject.toml  bundle.json
+    exercises/<module>.py          stubs, generated from reference/ now (never copied)
+    expected/<module>.pt           recorded outcomes of the visible checks
+    torchgrade/                    the engine (it holds nothing of any course)
+    graders/checks/visible/        the visible checks of the visible exercises (never hidden/)
+    graders/probes/, hints.yaml    the course's own probes and hints, where it has them
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from . import __version__
+from .authoring import make_stub
+from .config import Assignment
+from .differential import recording, save_recording
+from .grading import grade_submission
+
+ENGINE = Path(__file__).resolve().parent
+EXPECTED_DIR = "expected"
+MANIFEST = "bundle.json"
+#: Timestamp of every zip entry, so that the same bundle gives the same bytes.
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+class BundleError(Exception):
+    """The bundle cannot be built as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """What `build_bundle` wrote."""
+
+    folder: Path
+    zip: Path
+    files: tuple[str, ...]
+    #: Recorded outcomes per exercise.
+    recorded: dict[str, int]
+    devices: tuple[str, ...]
+
+
+def _ignored(path: Path) -> bool:
+    return "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo") or path.name.startswith(".")
+
+
+def _visible_exercises(assignment: Assignment) -> list[str]:
+    """Exercises students check themselves: visible, with a visible check file."""
+    return [e.name for e in assignment.exercises
+            if e.visibility == "visible" and (assignment.checks_dir / "visible" / f"test_{e.name}.py").is_file()]
+
+
+def _checks_destination(assignment: Assignment) -> str:
+    try:
+        return assignment.checks_dir.relative_to(assignment.path.parent).as_posix()
+    except ValueError:
+        return "checks"
+
+
+def _copy_engine(stage: Path) -> None:
+    """The engine package as it is installed here."""
+    for path in sorted(ENGINE.rglob("*")):
+        relative = path.relative_to(ENGINE)
+        if _ignored(relative) or path.is_dir():
+            continue
+        destination = stage / "torchgrade" / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+
+
+def _copy_visible_checks(assignment: Assignment, stage: Path, exercises: list[str]) -> str:
+    """The checks folder's own files (pytest.ini, README) and visible/ for `exercises`; never hidden/."""
+    destination = _checks_destination(assignment)
+    source = assignment.checks_dir
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if _ignored(relative) or path.is_dir() or relative.parts[0] == "hidden":
+            continue
+        if len(relative.parts) > 1 and relative.parts[0] != "visible":
+            continue  # other folders of checks (fixtures of hidden checks, data) stay home
+        if relative.parts[0] == "visible" and path.name.startswith("test_") and \
+                path.stem.removeprefix("test_") not in exercises:
+            continue
+        target = stage / destination / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return destination
+
+
+def _relative(assignment: Assignment, path: Path, fallback: str) -> str:
+    try:
+        return path.relative_to(assignment.root).as_posix()
+    except ValueError:
+        return fallback
+
+
+def _copy_course_parts(assignment: Assignment, stage: Path) -> dict[str, str]:
+    """The course's own probes and hints (public: students may read them), at the same places."""
+    where = {}
+    if assignment.probes_dir.is_dir():
+        where["probes"] = _relative(assignment, assignment.probes_dir, "probes")
+        for path in sorted(assignment.probes_dir.rglob("*.py")):
+            relative = path.relative_to(assignment.probes_dir)
+            if not _ignored(relative):
+                (stage / where["probes"] / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, stage / where["probes"] / relative)
+    if assignment.hints_file.is_file():
+        where["hints"] = _relative(assignment, assignment.hints_file, "hints.yaml")
+        (stage / where["hints"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(assignment.hints_file, stage / where["hints"])
+    return where
+
+
+def _write_stubs(assignment: Assignment, stage: Path) -> None:
+    for exercise in assignment.exercises:
+        reference = assignment.reference_dir / f"{exercise.name}.py"
+        if not reference.is_file():
+            raise BundleError(f"{reference}: no reference solution for exercise {exercise.name}")
+        stub = make_stub(reference.read_text(encoding="utf-8"), str(reference))
+        (stage / "exercises").mkdir(exist_ok=True)
+        (stage / "exercises" / reference.name).write_text(stub, encoding="utf-8")
+
+
+def _write_assignment(assignment: Assignment, stage: Path, checks: str, parts: dict[str, str]) -> None:
+    data = yaml.safe_load(assignment.path.read_text(encoding="utf-8"))
+    data.update(reference=EXPECTED_DIR, checks=checks, stubs="exercises", **parts)
+    header = ("# The assignment, as the student bundle sees it: `reference:` points at the recorded expected\n"
+              "# outcomes of the visible checks (expected/), not at reference solutions.\n")
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=None)
+    (stage / "assignment.yaml").write_text(header + text, encoding="utf-8")
+
+
+def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> None:
+    rows = "\n".join(f"| `exercises/{e.name}.py` | {e.title}"
+                     f"{'' if e.name in exercises else ' (hidden checks only / 仅隐藏检查)'} | {e.points:g} |"
+                     for e in assignment.exercises)
+    target = assignment.targets[0].qualname if assignment.targets else "tensors.view"
+
+    def commands(lines: list[tuple[str, str]]) -> str:
+        width = max(len(command) for command, _ in lines) + 2
+        return "\n".join(f"{command:<{width}}# {comment}" for command, comment in lines)
+
+    english = commands([("pip install -e .", "once: installs the `torchgrade` command"),
+                        ("torchgrade check", "every visible check"),
+                        (f"torchgrade check {target.split('.')[0]}", "one exercise module"),
+                        (f"torchgrade check {target}", "one function or class"),
+                        ("torchgrade check -x", "stop at the first failure"),
+                        ("torchgrade check --lang zh", "messages in Chinese")])
+    chinese = commands([("pip install -e .", "只需一次：安装 `torchgrade` 命令"),
+                        ("torchgrade check --lang zh", "运行全部可见检查，中文输出"),
+                        (f"torchgrade check {target} --lang zh", "只检查一个函数或类"),
+                        ("torchgrade check -x --lang zh", "遇到第一个失败就停止")])
+    (stage / "README.md").write_text(STUDENT_README.format(title=assignment.title, rows=rows, english=english,
+                                                           chinese=chinese), encoding="utf-8")
+
+
+def _write_pyproject(stage: Path) -> None:
+    source = ENGINE.parent / "pyproject.toml"
+    if source.is_file():  # the same package and dependencies: `pip install -e .` gives `torchgrade`
+        shutil.copy2(source, stage / "pyproject.toml")
+
+
+def _zip(folder: Path, destination: Path) -> None:
+    tmp = destination.with_name(f".{destination.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(f"{folder.name}/{path.relative_to(folder).as_posix()}", _ZIP_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    os.replace(tmp, destination)
+
+
+def record_expected(assignment: Assignment, exercises: list[str], device: str = "all", verify: bool = False):
+    """Run the visible checks once on the reference, recording every reference outcome they ask for.
+
+    Returns (recordings per exercise, the devices graded). With `verify`, the reference is also graded
+    as a submission, through the sandbox, and BundleError is raised unless it scores full marks;
+    otherwise checks see the reference's outcome on both sides (fast, no sandbox).
+    """
+    with recording(reference_only=not verify) as recorded:
+        grade = grade_submission(assignment.reference_dir, assignment, device=device, include_hidden=False,
+                                 only=tuple(exercises))
+    wrong = [t for t in grade.tests if t.status in ("failed", "error")]
+    if wrong:
+        listing = "\n".join(f"  {t.name}: {t.output.splitlines()[0] if t.output else t.status}" for t in wrong[:10])
+        raise BundleError(f"the reference fails {len(wrong)} of its own visible checks:\n{listing}")
+    return recorded, tuple(grade.devices)
+
+
+def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", device: str = "all",
+                 verify: bool = False) -> Bundle:
+    """Write the student bundle as the folder `out/name` and the archive `out/name.zip`; return what it holds."""
+    exercises = _visible_exercises(assignment)
+    if not exercises:
+        raise BundleError(f"no visible checks in {assignment.checks_dir / 'visible'} for the visible exercises")
+    folder = out / name
+    if folder.exists() and not (folder / MANIFEST).is_file():
+        raise BundleError(f"{folder} exists and is not a bundle; choose another --out or --name")
+    recorded, devices = record_expected(assignment, exercises, device, verify)
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
+    try:
+        _write_stubs(assignment, stage)
+        _copy_engine(stage)
+        checks = _copy_visible_checks(assignment, stage, exercises)
+        parts = _copy_course_parts(assignment, stage)
+        for exercise in exercises:
+            save_recording(recorded.get(exercise, {}), stage / EXPECTED_DIR / f"{exercise}.pt", list(devices))
+        _write_assignment(assignment, stage, checks, parts)
+        _write_readme(assignment, stage, exercises)
+        _write_pyproject(stage)
+        files = tuple(sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()))
+        manifest = {"assignment": assignment.title, "torchgrade": __version__, "recorded_on": list(devices),
+                    "recorded": {e: len(recorded.get(e, {})) for e in exercises}, "files": [*files, MANIFEST]}
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        stage.chmod(0o755)  # mkdtemp made it private; the bundle is for sharing
+        if folder.exists():
+            shutil.rmtree(folder)
+        stage.rename(folder)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    archive = out / f"{name}.zip"
+    _zip(folder, archive)
+    return Bundle(folder=folder, zip=archive, files=(*files, MANIFEST),
+                  recorded={e: len(recorded.get(e, {})) for e in exercises}, devices=devices)
+
+
+STUDENT_README = """\
+# {title}
+
+Implement the functions and classes in `exercises/`: each docstring says what to build and what it
+may not use, in English and in Chinese. Then check your work with the visible checks:
+
+```bash
+{english}
+```
+
+Without installing anything, `python -m torchgrade.cli check ...` does the same from this folder.
+
+Each failure says what was called, what was expected and what came back (shape, dtype, device,
+strides, the first differing element, the largest error), or which forbidden call was used on
+which line; a hint where the notes have one; and a `rerun:` command for just that check. The full
+report is written to `reports/check/report.html`.
+
+These are the visible checks only. Your submission is also graded with hidden checks (other
+inputs: non-contiguous tensors, odd shapes, CUDA), so test beyond them.
+
+| file | exercise | points |
+|---|---|---|
+{rows}
+
+`expected/` holds what the reference solutions return for the visible checks' inputs, recorded
+when this bundle was made: the checks compare your results with those.
+
+## 中文说明
+
+在 `exercises/` 中实现各个函数和类：每个文档字符串都用中英文说明了要实现什么、不能使用哪些调用。
+然后用可见检查测试你的代码：
+
+```bash
+{chinese}
+```
+
+不安装也可以在本目录下运行 `python -m torchgrade.cli check --lang zh`。
+
+每条失败信息都会说明调用了什么、应得到什么、实际得到了什么（形状、dtype、设备、步长、第一个不同的元素、
+最大误差），或者在哪一行使用了被禁止的调用；有提示时会给出提示，并给出只重跑这一项检查的命令。
+完整报告写在 `reports/check/report.html`。
+
+这里只有可见检查。提交后还会用隐藏检查评分（其它输入：非连续张量、特殊形状、CUDA），请不要只满足于可见检查。
+"""

@@ -1,0 +1,235 @@
+"""The assignment file: exercises, targets, points, visibility and time limits, parsed once.
+
+A course is the folder holding ``assignment.yaml``. It is found as pytest finds its rootdir: the
+file in the current folder or the nearest parent (``find_assignment``); ``--assignment`` overrides.
+Every path in the file is relative to the file itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ASSIGNMENT_FILE = "assignment.yaml"
+VISIBILITIES = ("visible", "hidden")
+
+
+class ConfigError(Exception):
+    """The assignment file is wrong; the message says where and how."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One graded name inside an exercise module (a function or a class)."""
+
+    exercise: str
+    name: str
+    points: float
+    time_limit: float
+    #: Call patterns the target may not use (see torchgrade.forbidden).
+    forbidden: tuple[str, ...] = ()
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.exercise}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One student module (`exercises/<name>.py`) and its targets."""
+
+    name: str
+    title: str
+    visibility: str
+    targets: tuple[Target, ...]
+
+    @property
+    def points(self) -> float:
+        return sum(t.points for t in self.targets)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The whole assignment: where things are, and what each target is worth."""
+
+    path: Path
+    title: str
+    reference_dir: Path
+    checks_dir: Path
+    stubs_dir: Path
+    hidden_visibility: str
+    exercises: tuple[Exercise, ...]
+    #: The course's own probes (a folder of modules; may not exist) and hints (a YAML file; may not exist).
+    probes_dir: Path = Path("graders/probes")
+    hints_file: Path = Path("graders/hints.yaml")
+    #: Whether every stub docstring needs a Chinese summary line (`torchgrade stubs --check`).
+    chinese_summaries: bool = False
+    #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
+    hints: dict = field(default_factory=dict, hash=False, compare=False)
+    facts: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def root(self) -> Path:
+        """The course folder: where assignment.yaml is."""
+        return self.path.parent
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return tuple(t for e in self.exercises for t in e.targets)
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+    def exercise(self, name: str) -> Exercise:
+        for e in self.exercises:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+    def target(self, exercise: str, name: str) -> Target:
+        for t in self.exercise(exercise).targets:
+            if t.name == name:
+                return t
+        raise KeyError(f"{exercise}.{name}")
+
+
+# Every key the file may use, with its help text (documented in README; a test keeps them in sync).
+TOP_KEYS = {
+    "title": "A title for reports.",
+    "reference": "Folder of reference solutions, relative to the file (trusted; never shown to students).",
+    "checks": "Folder holding visible/ and hidden/ pytest checks, relative to the file.",
+    "stubs": "Folder of student stubs, relative to the file (what `torchgrade check` grades).",
+    "probes": "Folder of the course's own probes (scenarios its checks run), relative to the file.",
+    "hints": "YAML file of the course's hints for failing checks, relative to the file.",
+    "chinese_summaries": "true: every stub docstring needs a Chinese summary line (`torchgrade stubs --check`).",
+    "time_limit": "Seconds one check may take, unless an exercise or a target says otherwise.",
+    "hidden_visibility": "Gradescope visibility written for hidden checks (hidden, after_due_date, after_published).",
+    "exercises": "One entry per student module: title, visibility, time_limit, targets.",
+}
+EXERCISE_KEYS = {
+    "title": "What the module is about.",
+    "visibility": "visible: students run its visible checks; hidden: graded by instructors only.",
+    "time_limit": "Seconds per check for this exercise's targets.",
+    "forbidden": "Call patterns none of its targets may use (added to each target's own).",
+    "targets": "name: points, or name: {points, time_limit, forbidden}.",
+}
+TARGET_KEYS = {
+    "points": "What the target is worth.",
+    "time_limit": "Seconds per check for this target.",
+    "forbidden": "Call patterns the target may not use: a bare name (view, *pool*) or a dotted one (torch.optim.*).",
+}
+GRADESCOPE_VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
+def _where(path: Path, *keys: str) -> str:
+    return f"{path.name}: " + ".".join(keys) if keys else path.name
+
+
+def _check_keys(data: dict, allowed: dict, path: Path, *keys: str) -> None:
+    for key in data:
+        if key not in allowed:
+            near = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else f" (allowed: {', '.join(allowed)})"
+            raise ConfigError(f"{_where(path, *keys, str(key))}: unknown key '{key}'{hint}")
+
+
+def _number(value: Any, path: Path, *keys: str, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+        raise ConfigError(f"{_where(path, *keys)}: expected a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _mapping(value: Any, path: Path, *keys: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{_where(path, *keys)}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _patterns(value: Any, path: Path, *keys: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{_where(path, *keys)}: expected a list of call names, got {value!r}")
+    return tuple(value)
+
+
+def find_assignment(start: str | Path | None = None) -> Path:
+    """assignment.yaml in `start` (default: the current folder) or its nearest parent; ConfigError if none."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ASSIGNMENT_FILE).is_file():
+            return folder / ASSIGNMENT_FILE
+    raise ConfigError(f"no {ASSIGNMENT_FILE} in {here} or any folder above it: run torchgrade inside a course "
+                      f"folder, name one with --assignment PATH, or start a course with `torchgrade init DIR`")
+
+
+def load_assignment(path: str | Path | None = None) -> Assignment:
+    """Parse and validate an assignment file (default: `find_assignment()`); raise ConfigError naming the bad key."""
+    path = Path(path) if path is not None else find_assignment()
+    if path.is_dir():
+        path = path / ASSIGNMENT_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read assignment file {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path.name}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    data = _mapping(data, path)
+    _check_keys(data, TOP_KEYS, path)
+    base = path.resolve().parent
+    default_limit = _number(data.get("time_limit", 10), path, "time_limit", minimum=0.1)
+    hidden_vis = data.get("hidden_visibility", "hidden")
+    if hidden_vis not in GRADESCOPE_VISIBILITIES:
+        raise ConfigError(f"{_where(path, 'hidden_visibility')}: expected one of {GRADESCOPE_VISIBILITIES}, got {hidden_vis!r}")
+    exercises = []
+    for ex_name, ex in _mapping(data.get("exercises"), path, "exercises").items():
+        ex = _mapping(ex, path, "exercises", ex_name)
+        _check_keys(ex, EXERCISE_KEYS, path, "exercises", ex_name)
+        visibility = ex.get("visibility", "visible")
+        if visibility not in VISIBILITIES:
+            raise ConfigError(f"{_where(path, 'exercises', ex_name, 'visibility')}: expected visible or hidden, got {visibility!r}")
+        ex_limit = _number(ex.get("time_limit", default_limit), path, "exercises", ex_name, "time_limit", minimum=0.1)
+        ex_forbidden = _patterns(ex.get("forbidden", []), path, "exercises", ex_name, "forbidden")
+        targets = []
+        for t_name, spec in _mapping(ex.get("targets"), path, "exercises", ex_name, "targets").items():
+            keys = ("exercises", ex_name, "targets", t_name)
+            if not isinstance(spec, dict):
+                spec = {"points": spec}
+            _check_keys(spec, TARGET_KEYS, path, *keys)
+            points = _number(spec.get("points"), path, *keys, "points")
+            limit = _number(spec.get("time_limit", ex_limit), path, *keys, "time_limit", minimum=0.1)
+            forbidden = ex_forbidden + _patterns(spec.get("forbidden", []), path, *keys, "forbidden")
+            targets.append(Target(ex_name, str(t_name), points, limit, forbidden))
+        exercises.append(Exercise(ex_name, str(ex.get("title", ex_name)), visibility, tuple(targets)))
+    hints_file = base / data.get("hints", "graders/hints.yaml")
+    from .hints import HintsError, load_course_hints  # (imports torch through compare: not at module level)
+
+    try:
+        hints, facts = load_course_hints(hints_file)
+    except HintsError as e:
+        raise ConfigError(str(e)) from None
+    return Assignment(
+        path=path.resolve(),
+        title=str(data.get("title", "Assignment")),
+        reference_dir=base / data.get("reference", "reference"),
+        checks_dir=base / data.get("checks", "graders/checks"),
+        stubs_dir=base / data.get("stubs", "exercises"),
+        hidden_visibility=hidden_vis,
+        exercises=tuple(exercises),
+        probes_dir=base / data.get("probes", "graders/probes"),
+        hints_file=hints_file,
+        chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
+        hints=hints,
+        facts=facts,
+    )
+
+
+def _flag(value: Any, path: Path, *keys: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_where(path, *keys)}: expected true or false, got {value!r}")
+    return value

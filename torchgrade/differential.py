@@ -1,0 +1,378 @@
+"""The differential check: one probe run on the reference (here) and on the student's code (sandbox).
+
+A check calls the ``check`` fixture with the target's arguments. The reference side runs in this,
+the trusted, process and is cached by a digest of the request's content (``request_key``), so in a
+batch it is computed once and reused for every student. The student's side runs in the sandbox;
+its reply is compared here, and nothing the student sent can change how.
+
+Where there is no reference (a student bundle, see torchgrade/bundle.py), the reference's outcomes
+come from a recording: ``<exercise>.pt`` in place of the missing ``<exercise>.py``, made by running
+the visible checks once on the reference under ``recording()``. The digest is the same on every
+machine and needs no torch file format in common with the recording. CUDA outcomes recorded on a
+machine without CUDA fall back to the CPU recording of the same request, with its tensors moved to
+the request's device; a check that finds neither is skipped, its points set aside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from . import compare as comparison
+from .config import Assignment, Target
+from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
+from .hints import failure_kind, hint
+from .i18n import t
+from .sandbox import wire
+from .sandbox.host import Died, Sandbox, SandboxFailure, Timeout
+from .sandbox.probes import Target as ProbeTarget
+from .sandbox.probes import run_probe
+
+
+class CheckFailed(AssertionError):
+    """The student's code ran and is wrong; the message says how."""
+
+
+class ForbiddenCallFailure(CheckFailed):
+    """The student's code used a call its exercise forbids."""
+
+
+class SubmissionError(Exception):
+    """The student's code could not be graded here: a timeout, a crash, a failed import, a missing file."""
+
+
+class GraderError(Exception):
+    """The check or the reference is wrong (not the student's fault)."""
+
+
+_reference_modules: dict[Path, ModuleType] = {}
+_reference_outcomes: dict[bytes, dict] = {}
+_recorded: dict[Path, dict[str, dict]] = {}
+#: While recording: exercise -> request key -> outcome (see `recording`).
+_recording: dict[str, dict[str, dict]] | None = None
+_reference_only = False
+RECORDING_FORMAT = 1
+
+
+def load_reference(path: Path) -> ModuleType:
+    """Import a reference module by path, once per process."""
+    module = _reference_modules.get(path)
+    if module is None:
+        name = f"torchgrade_reference_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _reference_modules[path] = module
+    return module
+
+
+def _storage_bytes(storage: torch.UntypedStorage) -> bytes:
+    storage = storage if storage.device.type == "cpu" else storage.cpu()
+    return ctypes.string_at(storage.data_ptr(), storage.nbytes()) if storage.nbytes() else b""
+
+
+def _digest(value: Any, h: "hashlib._Hash", storages: dict, as_cpu: bool) -> None:
+    kind = type(value)
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        device = "cpu" if as_cpu else value.device.type
+        key = (value.device.type, storage.data_ptr(), storage.nbytes())
+        new = key not in storages
+        storage_id = storages.setdefault(key, len(storages))  # shared storage is part of the request
+        h.update(f"T({value.dtype},{tuple(value.shape)},{value.stride()},{value.storage_offset()},{device},"
+                 f"{value.requires_grad},{storage_id},{storage.nbytes()})".encode())
+        if new:
+            h.update(_storage_bytes(storage))
+    elif kind in (list, tuple, torch.Size):
+        h.update(f"{kind.__name__}[{len(value)}](".encode())
+        for item in value:
+            _digest(item, h, storages, as_cpu)
+        h.update(b")")
+    elif kind is dict:
+        h.update(f"dict[{len(value)}](".encode())
+        for k, v in value.items():
+            h.update(f"{k!r}:".encode())
+            _digest(v, h, storages, as_cpu)
+        h.update(b")")
+    else:  # numbers, strings, None, dtypes, devices: their repr is exact
+        h.update(f"{kind.__name__}:{value!r};".encode())
+
+
+def request_key(exercise: str, target: str, request: dict, *, as_cpu: bool = False) -> str:
+    """A digest of what a request asks, independent of where the files are and of torch's file format.
+
+    It covers every value, dtype, shape, stride, storage offset, device type and which tensors share
+    storage. With `as_cpu`, tensors count as CPU tensors (to find a CPU recording of a CUDA request).
+    """
+    h = hashlib.sha256(f"{exercise}\0{target}\0".encode())
+    _digest(request, h, {}, as_cpu)
+    return h.hexdigest()
+
+
+def _without_tracebacks(value: Any) -> Any:
+    """An outcome without the reference's tracebacks: they quote reference source lines."""
+    if isinstance(value, dict):
+        return {k: _without_tracebacks(v) for k, v in value.items() if not ("__raised__" in value and k == "traceback")}
+    if type(value) in (list, tuple):
+        return type(value)(_without_tracebacks(v) for v in value)
+    return value
+
+
+@contextlib.contextmanager
+def recording(reference_only: bool = False) -> Iterator[dict[str, dict[str, dict]]]:
+    """Record every reference outcome computed (or reused) inside the block: {exercise: {key: outcome}}.
+
+    With `reference_only`, checks skip the student's side and see the reference's outcome as the
+    student's (it records the outcomes without running a sandbox; the checks all pass).
+    """
+    global _recording, _reference_only
+    previous, _recording = _recording, {}
+    previous_only, _reference_only = _reference_only, reference_only
+    try:
+        yield _recording
+    finally:
+        _recording, _reference_only = previous, previous_only
+
+
+def save_recording(outcomes: dict[str, dict], path: Path, devices: list[str]) -> None:
+    """Write one exercise's recorded outcomes where `reference_outcome` looks for them (weights-only loadable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"format": RECORDING_FORMAT, "devices": list(devices), "outcomes": outcomes}, path)
+
+
+def _devices_in(value: Any) -> set[torch.device]:
+    if isinstance(value, torch.Tensor):
+        return {value.device}
+    if isinstance(value, dict):
+        return set().union(*(_devices_in(v) for v in value.values())) if value else set()
+    if type(value) in (list, tuple):
+        return set().union(*(_devices_in(v) for v in value)) if value else set()
+    return set()
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
+
+
+def recorded_outcome(path: Path, target: str, request: dict, key: str | None = None) -> dict:
+    """The outcome for a request from a recording (`path`: ``<exercise>.pt``), or a skip or GraderError."""
+    table = _recorded.get(path)
+    if table is None:
+        data = torch.load(path, weights_only=True, map_location="cpu")
+        if not isinstance(data, dict) or data.get("format") != RECORDING_FORMAT:
+            raise GraderError(f"{path.name}: not a recording this version of torchgrade can read")
+        table = _recorded[path] = data["outcomes"]
+    exercise = path.stem
+    outcome = table.get(key or request_key(exercise, target, request))
+    if outcome is not None:
+        return outcome
+    devices = {d for d in _devices_in(request) if d.type != "cpu"}
+    if devices:
+        # Recorded without this device: the CPU outcome of the same inputs, moved to their device.
+        outcome = table.get(request_key(exercise, target, request, as_cpu=True))
+        if outcome is not None:
+            return _to_device(outcome, next(iter(devices)))
+        pytest.skip(f"no expected outcome was recorded for {exercise}.{target} on "
+                    f"{'/'.join(sorted(d.type for d in devices))} in this bundle; its points are set aside")
+    raise GraderError(f"no expected outcome was recorded for {exercise}.{target} with these inputs: the visible "
+                      f"checks were changed after the bundle was built (get a fresh copy of them)")
+
+
+def adopt_reference_outcomes(reference_dir: Path, recorded: dict[str, dict[str, dict]]) -> None:
+    """Take outcomes another process recorded (`recording`) from the same reference and checks as
+    computed here, so that this process does not compute them again."""
+    for exercise, outcomes in recorded.items():
+        path = reference_dir / f"{exercise}.py"
+        for key, outcome in outcomes.items():
+            _reference_outcomes.setdefault(hashlib.sha256(f"{path}\0{key}".encode()).digest(), outcome)
+
+
+def reference_outcome(path: Path, target: str, request: dict) -> dict:
+    """The reference's outcome for a request, computed once per process and then reused.
+
+    `path` is ``<reference dir>/<exercise>.py``; where it is absent, ``<exercise>.pt`` beside it is a
+    recording of the outcomes (a student bundle) and the outcome is looked up there.
+    """
+    exercise = path.stem
+    key = request_key(exercise, target, request)
+    cache_key = hashlib.sha256(f"{path}\0{key}".encode()).digest()
+    outcome = _reference_outcomes.get(cache_key)
+    if outcome is None:
+        if not path.is_file() and path.with_suffix(".pt").is_file():
+            return recorded_outcome(path.with_suffix(".pt"), target, request, key)
+        fresh = wire.decode(wire.encode(request))  # its own copy of the inputs, strides and shared storage kept
+        obj = getattr(load_reference(path), target)
+        outcome = run_probe(fresh["probe"], ProbeTarget(obj, target), tuple(fresh["args"]), fresh["kwargs"],
+                            fresh["options"])
+        if "probe_error" in outcome:
+            raise GraderError(f"the reference failed its own probe: {outcome['probe_error']}")
+        outcome = wire.decode(wire.encode(outcome))  # plain and detached, exactly as the student's arrives
+        _reference_outcomes[cache_key] = outcome
+    if _recording is not None:
+        _recording.setdefault(exercise, {})[key] = _without_tracebacks(outcome)
+    return outcome
+
+
+def _raised_anywhere(value: Any, name: str) -> bool:
+    """Whether an outcome holds an exception of this type anywhere (NotImplementedError is a
+    RuntimeError, so a stub must not pass a check that expects a RuntimeError)."""
+    if isinstance(value, dict):
+        return value.get("__raised__") == name or any(_raised_anywhere(v, name) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_raised_anywhere(v, name) for v in value)
+    return False
+
+
+def _first_raised(value: Any) -> dict | None:
+    """The first exception description inside an outcome (to show where the student's code raised it)."""
+    if isinstance(value, dict):
+        if "__raised__" in value:
+            return value
+        values = value.values()
+    elif isinstance(value, (list, tuple)):
+        values = value
+    else:
+        return None
+    for v in values:
+        found = _first_raised(v)
+        if found is not None:
+            return found
+    return None
+
+
+def _values(value: Any) -> str:
+    """Nested lists of numbers as a student would type them, floats to 4 significant digits."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_values(v) for v in value) + "]"
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+        return text if any(c in text for c in ".enai") else text + "."
+    return repr(value)
+
+
+def _short(value: Any, show_values: bool) -> str:
+    if isinstance(value, torch.Tensor):
+        text = t("tensor", dtype=str(value.dtype).replace("torch.", ""), shape=tuple(value.shape))
+        if value.dim() > 1 and not value.is_contiguous():
+            text += t("non_contiguous", stride=value.stride())
+        if value.device.type != "cpu":
+            text += t("on_device", device=value.device.type)
+        if show_values and value.numel() <= 16:
+            text += f" = {_values(value.detach().cpu().tolist())}"
+        return text
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        inner = ", ".join(_short(v, show_values) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Differential:
+    """Runs probes for one target on both sides and fails the check with a precise message."""
+
+    def __init__(self, assignment: Assignment, target: Target, submission: Path, sandbox: Sandbox,
+                 patterns: tuple[str, ...], hidden: bool):
+        self.assignment = assignment
+        self.target = target
+        self.submission = submission
+        self.sandbox = sandbox
+        self.patterns = patterns
+        self.hidden = hidden
+        self.seed: int | None = None
+
+    def random(self, seed: int) -> torch.Generator:
+        """A generator for this check's inputs; its seed is named in failure messages."""
+        self.seed = seed
+        return torch.Generator().manual_seed(seed)
+
+    def describe_call(self, args: tuple, kwargs: dict) -> str:
+        """The call as a student would write it, with its inputs described (values only in visible checks)."""
+        parts = [_short(a, not self.hidden) for a in args] + [f"{k}={_short(v, not self.hidden)}" for k, v in kwargs.items()]
+        text = f"{self.target.name}({', '.join(parts)})"
+        if self.seed is not None:
+            text += " " + t("seed", seed=self.seed)
+        return text
+
+    def failure(self, kind: str, text: str, error: type[Exception] | None = None) -> Exception:
+        """A failure of this kind, its message followed by the hint for it (the course's hints, then torchgrade/hints.py) when there is one."""
+        advice = hint(self.target.qualname, kind, course=self.assignment.hints)
+        if advice:
+            text += "\n" + t("hint", text=advice)
+        return (error or CheckFailed)(text)
+
+    def __call__(self, *args: Any, probe: str = "call", kwargs: dict | None = None, options: dict | None = None,
+                 exact: bool = False, rtol: float | None = None, atol: float | None = None,
+                 accept: tuple[str, ...] = ()) -> tuple[Any, Any]:
+        """Run `probe` on the reference and on the student's target with these arguments, and compare.
+
+        `exact` compares floats exactly; `rtol`/`atol` override the per-dtype tolerances; `accept` lists
+        exception types that also count when the reference raises. Returns (expected, actual).
+        """
+        __tracebackhide__ = True
+        kwargs, options = kwargs or {}, options or {}
+        request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
+        call = t("called", call=self.describe_call(args, kwargs))
+        expected = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
+                                     self.target.name, request)["value"]
+        if _reference_only:  # recording for a bundle: no student here (see `recording`)
+            return expected, wire.decode(wire.encode(expected))
+        reply = self._student_reply(request, call)
+        value = reply["value"]
+        if _raised_anywhere(value, "NotImplementedError"):
+            raise CheckFailed(t("not_implemented", name=self.target.name))
+        try:
+            comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept)
+        except comparison.Mismatch as e:
+            detail = str(e)
+            raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
+            if raised and raised.get("traceback"):
+                detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
+            raise self.failure(failure_kind(e), f"{call}\n{detail}") from None
+        return expected, value
+
+    def _student_reply(self, request: dict, call: str) -> dict:
+        __tracebackhide__ = True
+        exercise, name = self.target.exercise, self.target.name
+        path = self.submission / f"{exercise}.py"
+        if not path.is_file():
+            raise SubmissionError(t("missing_file", exercise=exercise, name=name))
+        violations = static_violations(path, name, self.patterns)
+        if violations:
+            raise self.failure("forbidden", forbidden_message(violations, name), ForbiddenCallFailure)
+        try:
+            reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
+                                     request["options"], timeout=self.target.time_limit)
+        except SandboxFailure as e:
+            kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
+            raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
+        if "import_error" in reply:
+            failure = reply["import_error"]
+            text = t("import_error", exercise=exercise, error=failure.get("type")) + f"\n{failure.get('traceback', '')}"
+            raise self.failure("import", text.rstrip(), SubmissionError)
+        if "missing" in reply:
+            raise self.failure("missing", t("missing_name", exercise=exercise, name=name))
+        calls = reply.get("calls") if isinstance(reply.get("calls"), dict) else {}
+        forbidden: list[ForbiddenCall] = runtime_violations(calls, self.patterns)
+        if forbidden:
+            raise self.failure("forbidden", forbidden_message(forbidden, name), ForbiddenCallFailure)
+        if "probe_error" in reply:
+            raise self.failure("probe", f"{call}\n{reply['probe_error']}")
+        if "value" not in reply:
+            raise SubmissionError(f"{call}\n{t('incomplete_reply')}")
+        return reply

@@ -1,0 +1,130 @@
+"""Executors on this machine: this process (-j 1), or a pool of worker processes (-j N).
+
+Pool workers are started once (forked from a clean fork server, not from this process, which has
+threads) and each grades many submissions, keeping its collected checks and its cache of reference
+outcomes (see torchgrade.session and torchgrade.differential). At most N submissions are handed out at a time, so
+when a worker dies (`BrokenProcessPool`: the pool is then unusable) the submissions in flight are
+exactly the suspects. Each suspect is graded again alone, in a one-worker pool: one that kills
+that pool too gets `Crashed`; the others get their grades, and the class goes on in a fresh pool.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator
+
+from ..submissions import Submission
+from . import Crashed, Job, Outcome
+
+DIED = ("the grading process died while grading this submission, twice (the second time graded alone), "
+        "so it is not graded; the rest of the class was")
+
+
+class InProcess:
+    """Grades in this process, one submission after another."""
+
+    def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
+        for s in submissions:
+            yield s, job(s)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers are forked from multiprocessing's fork server, a clean process (no threads, nothing of
+    this one) that imports torch and the engine once for all of them: a worker then starts in
+    milliseconds, where a spawned one spends a second of CPU importing torch again."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torchgrade.session"])
+    return context
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # N workers on N cores: more threads each would only contend
+    from .. import session  # noqa: F401  (import pytest and the engine before the first submission)
+    from ..sandbox.host import start_early
+
+    start_early()
+
+
+class Pool:
+    """A pool of `jobs` worker processes that survives the death of any of them."""
+
+    #: Its workers see this machine's files (they share the reference side: torchgrade.batch.share_reference).
+    shares_files = True
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+
+    def _pool(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker)
+
+    def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
+        queue = deque(submissions)
+        while queue:
+            suspects = yield from self._run_until_broken(job, queue)
+            yield from self._run_alone(job, suspects)
+
+    def _run_alone(self, job: Job, suspects: list[Submission]) -> Iterator[Outcome]:
+        """Grade each suspect alone in a one-worker pool, so that a death is that submission's."""
+        pool = None
+        try:
+            for s in suspects:
+                pool = pool or self._pool(1)
+                future = pool.submit(job, s)
+                error = future.exception()
+                if isinstance(error, BrokenProcessPool):
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = None
+                    yield s, Crashed(DIED)
+                elif error is not None:
+                    raise error
+                else:
+                    yield s, future.result()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_until_broken(self, job: Job, queue: deque) -> Iterator[Outcome]:
+        """Grade from the queue until it is empty (returns []) or a worker dies (returns the suspects)."""
+        pool = self._pool(min(self.jobs, len(queue)))
+        inflight: dict[Future, Submission] = {}
+        suspects: list[Submission] = []
+
+        def refill() -> None:
+            while queue and len(inflight) < self.jobs:
+                s = queue.popleft()
+                inflight[pool.submit(job, s)] = s
+
+        try:
+            refill()
+            while inflight:
+                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                finished = []
+                for future in done:
+                    s = inflight.pop(future)
+                    error = future.exception()
+                    if isinstance(error, BrokenProcessPool):
+                        suspects.append(s)
+                    elif error is not None:
+                        raise error
+                    else:
+                        finished.append((s, future.result()))
+                if not suspects:
+                    refill()  # before the caller writes these grades' files: no worker waits for that
+                yield from finished
+                if suspects:
+                    # The pool is broken: what is still in flight either finished or is a suspect too.
+                    for future, s in inflight.items():
+                        if future.exception() is None:
+                            yield s, future.result()
+                        else:
+                            suspects.append(s)
+                    inflight.clear()
+                    return suspects
+            return []
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)

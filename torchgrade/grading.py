@@ -1,0 +1,63 @@
+"""Grading one submission: a pytest session over the checks, run in this process."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from .config import Assignment
+from .scoring import Grade
+
+
+#: The pytest configuration every course's checks run under (a course needs none of its own).
+CHECKS_INI = Path(__file__).resolve().parent / "checks.ini"
+
+
+class GradingError(Exception):
+    """The grader itself could not run (not a problem with the submission)."""
+
+
+class _Collector:
+    """Receives the finished grade from the plugin before the session is torn down."""
+
+    def __init__(self) -> None:
+        self.grade: Grade | None = None
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from .plugin import grade_key  # (imports torch: not for the parent of a pool, which only writes files)
+
+        self.grade = config.stash.get(grade_key, None)
+
+
+def check_dirs(assignment: Assignment, include_hidden: bool) -> list[Path]:
+    """The folders of checks to run: visible/, and hidden/ when grading for an instructor."""
+    dirs = [assignment.checks_dir / "visible"]
+    if include_hidden and (assignment.checks_dir / "hidden").is_dir():
+        dirs.append(assignment.checks_dir / "hidden")
+    return dirs
+
+
+def grade_submission(submission: Path, assignment: Assignment, *, device: str = "all",
+                     include_hidden: bool = True, only: tuple[str, ...] = (), stop_first: bool = False) -> Grade:
+    """Run the checks against one submission folder and return its scored grade."""
+    args = [str(d) for d in check_dirs(assignment, include_hidden)]
+    args += ["-c", str(CHECKS_INI), "--rootdir", str(assignment.checks_dir),
+             "--submission", str(submission), "--assignment", str(assignment.path), "--device", device,
+             "-q", "--no-header", "-p", "no:cacheprovider", "-p", "no:randomly", "--tb=no", "-rN"]
+    for name in only:
+        args += ["--target", name]
+    if stop_first:
+        args.append("-x")
+    collector = _Collector()
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        code = pytest.main(args, plugins=[collector])
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED) \
+            or collector.grade is None:
+        if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+            raise GradingError(f"no checks matched {', '.join(only) or 'the assignment'}")
+        raise GradingError(f"the checks could not run (pytest exit {int(code)}):\n{log.getvalue()[-3000:]}")
+    return collector.grade

@@ -1,0 +1,188 @@
+"""Messages in English and Chinese: one catalogue, one current language.
+
+The language is chosen once per process: ``set_language`` (the CLI's ``--lang``, the plugin's
+``--lang``), else the ``TORCHGRADE_LANG`` environment variable (so batch workers and other tools
+inherit it), else English. Every string a student reads goes through ``t(key, **values)``; a test
+checks that both languages have every key with the same placeholders.
+"""
+
+from __future__ import annotations
+
+import os
+
+LANGUAGES = ("en", "zh")
+LANG_HELP = "Language of messages and reports: en (English) or zh (中文). Default: $TORCHGRADE_LANG, else en."
+_current: str | None = None
+
+
+def set_language(lang: str | None) -> None:
+    """Use `lang` for every message from now on (None: back to the environment's default)."""
+    if lang is not None and lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r} (expected one of {', '.join(LANGUAGES)})")
+    global _current
+    _current = lang
+
+
+def language() -> str:
+    """The current language: set_language's, else $TORCHGRADE_LANG, else en."""
+    if _current is not None:
+        return _current
+    env = os.environ.get("TORCHGRADE_LANG", "").strip().lower()[:2]
+    return env if env in LANGUAGES else "en"
+
+
+def t(key: str, lang: str | None = None, /, **values: object) -> str:
+    """The message `key` in `lang` (default: the current language), formatted with `values`."""
+    entry = MESSAGES[key]
+    return entry[lang or language()].format(**values)
+
+
+def fact(key: str, lang: str | None = None) -> str | None:
+    """The words for a probe's fact key (``shares_storage_with_input``), or None when unknown."""
+    entry = FACTS.get(key) or _course_facts.get(key)
+    return (entry.get(lang or language()) or entry["en"]) if entry else None
+
+
+_course_facts: dict[str, dict[str, str]] = {}
+
+
+def use_course_facts(facts: dict[str, dict[str, str]]) -> None:
+    """Words for the keys a course's own probes report (its hints file's `facts`)."""
+    global _course_facts
+    _course_facts = dict(facts)
+
+
+#: What a built-in probe reports, in words: the top-level keys of probe outcomes (torchgrade/sandbox/probes);
+#: a course's hints file adds words for its own probes' keys.
+FACTS: dict[str, dict[str, str]] = {
+    "value": {"en": "the result", "zh": "结果"},
+    "shape": {"en": "the shape of the result", "zh": "结果的形状"},
+    "stride": {"en": "the strides of the result", "zh": "结果的步长（stride）"},
+    "storage_offset": {"en": "the storage offset of the result", "zh": "结果在存储中的偏移（storage_offset）"},
+    "shares_storage_with_input": {"en": "whether the result shares memory with the input",
+                                  "zh": "结果是否与输入共享内存"},
+    "input_after_writing_through_result": {
+        "en": "the input after writing 1, 2, 3, ... through the result (writes through a view show in its input)",
+        "zh": "通过结果写入 1, 2, 3, ... 之后的输入（通过 view 写入会反映到原张量）"},
+    "returned_the_target_itself": {"en": "whether it returned the target tensor itself",
+                                   "zh": "是否返回了目标张量本身"},
+    "target_storage_unchanged": {"en": "whether the target kept its own memory (was changed in place)",
+                                 "zh": "目标张量是否保留了原来的内存（原地修改）"},
+    "target_after": {"en": "the target tensor after the call", "zh": "调用之后的目标张量"},
+    "raised": {"en": "the exception raised", "zh": "抛出的异常"},
+    "grads": {"en": "the gradients that reached the inputs", "zh": "传回输入的梯度"},
+    "grad": {"en": "the gradient", "zh": "梯度"},
+    "parameters": {"en": "the registered parameters (names and shapes)", "zh": "注册的参数（名称与形状）"},
+    "losses": {"en": "the loss after each training step", "zh": "每一步训练后的损失"},
+    "state": {"en": "the parameters after training", "zh": "训练后的参数"},
+    # the ddp_* probes of parallel.py: facts of two ranks
+    "same_on_every_rank": {"en": "whether every rank holds the same values (parameters and buffers, or gradients)",
+                           "zh": "各进程（rank）上的值是否相同（参数与缓冲区，或梯度）"},
+    "same_losses_on_every_rank": {"en": "whether every rank returned the same loss (the mean over all ranks, not "
+                                        "the rank's own)",
+                                  "zh": "各进程返回的损失是否相同（应为所有进程的平均损失，而不是本进程自己的损失）"},
+    "parameters_and_buffers": {"en": "the parameters and buffers on each rank", "zh": "各进程上的参数与缓冲区"},
+    "parameters_kept": {"en": "whether each parameter is still the same tensor object (copied into in place, so an "
+                              "optimizer built before keeps updating it)",
+                        "zh": "每个参数是否仍是原来的张量对象（原地复制，之前创建的优化器才能继续更新它）"},
+    "requires_grad": {"en": "each parameter's requires_grad", "zh": "每个参数的 requires_grad"},
+    "gradients": {"en": "the gradients on each rank", "zh": "各进程上的梯度"},
+    "wrapper_type": {"en": "the type of the wrapped model", "zh": "包装后模型的类型"},
+    "wraps_the_model": {"en": "whether wrapped.module is the model it was given", "zh": "wrapped.module 是否就是传入的模型"},
+    "device_ids": {"en": "the wrapper's device_ids", "zh": "包装器的 device_ids"},
+}
+
+MESSAGES: dict[str, dict[str, str]] = {
+    # --- compare.py: what differs -------------------------------------------------------------
+    "shape": {"en": "{what} has the wrong shape: expected {expected}, got {actual}",
+              "zh": "{what}的形状不对：应为 {expected}，实际为 {actual}"},
+    "dtype": {"en": "{what} has the wrong dtype: expected {expected}, got {actual}",
+              "zh": "{what}的数据类型（dtype）不对：应为 {expected}，实际为 {actual}"},
+    "device": {"en": "{what} is on the wrong device: expected it on {expected}, got it on {actual}",
+               "zh": "{what}所在设备不对：应在 {expected} 上，实际在 {actual} 上"},
+    "values": {"en": "{what}: {count} of {total} elements differ ({percent}%)",
+               "zh": "{what}：{total} 个元素中有 {count} 个不同（{percent}%）"},
+    "values_first": {"en": "  first difference at index {index}: expected {expected}, got {actual}",
+                     "zh": "  第一个不同的元素在下标 {index}：应为 {expected}，实际为 {actual}"},
+    "values_largest": {"en": "  largest absolute error {abs_error} at index {index}; largest relative error {rel_error}",
+                       "zh": "  最大绝对误差 {abs_error}（下标 {index}）；最大相对误差 {rel_error}"},
+    "values_allowed": {"en": "  (allowed: atol={atol}, rtol={rtol})", "zh": "  （允许误差：atol={atol}，rtol={rtol}）"},
+    "values_exact": {"en": "  (compared exactly)", "zh": "  （要求完全相等）"},
+    "values_expected": {"en": "  expected: {value}", "zh": "  应为：{value}"},
+    "values_actual": {"en": "  got:      {value}", "zh": "  实际：{value}"},
+    "not_raised": {"en": "expected {exception} to be raised (as PyTorch does: {message}), but the call returned {kind}",
+                   "zh": "应当抛出 {exception}（PyTorch 的报错：{message}），但调用返回了{kind}"},
+    "not_raised_at": {"en": "{what}: expected {exception} to be raised (as PyTorch does: {message}), but got {kind}",
+                      "zh": "{what}：应当抛出 {exception}（PyTorch 的报错：{message}），实际得到{kind}"},
+    "wrong_exception": {"en": "expected {expected} to be raised, but {actual} was raised: {message}",
+                        "zh": "应当抛出 {expected}，实际抛出了 {actual}：{message}"},
+    "raised": {"en": "your code raised {exception}: {message}", "zh": "你的代码抛出了 {exception}：{message}"},
+    "raised_at": {"en": "{what}: your code raised {exception}: {message}",
+                  "zh": "{what}：你的代码抛出了 {exception}：{message}"},
+    "kind": {"en": "{what}: expected {expected_kind} ({expected}), got {actual_kind} ({actual})",
+             "zh": "{what}：应为{expected_kind}（{expected}），实际为{actual_kind}（{actual}）"},
+    "keys": {"en": "{what}: the keys differ: missing {missing}, unexpected {extra}",
+             "zh": "{what}：键不一致：缺少 {missing}，多出 {extra}"},
+    "length": {"en": "{what}: expected {expected_len} items {expected}, got {actual_len} {actual}",
+               "zh": "{what}：应有 {expected_len} 项 {expected}，实际有 {actual_len} 项 {actual}"},
+    "value": {"en": "{what}: expected {expected}, got {actual}", "zh": "{what}：应为 {expected}，实际为 {actual}"},
+    "kind_tensor": {"en": "a Tensor", "zh": "张量（Tensor）"},
+    "kind_none": {"en": "None", "zh": "None"},
+    "kind_exception": {"en": "an exception ({name})", "zh": "异常（{name}）"},
+    "kind_other": {"en": "a {name}", "zh": " {name} 类型的值"},
+    # --- differential.py: the call, and failures outside the comparison -----------------------
+    "called": {"en": "called: {call}", "zh": "调用：{call}"},
+    "seed": {"en": "[inputs from seed {seed}]", "zh": "[输入由随机种子 {seed} 生成]"},
+    "tensor": {"en": "{dtype} tensor of shape {shape}", "zh": "形状为 {shape} 的 {dtype} 张量"},
+    "non_contiguous": {"en": " (non-contiguous, strides {stride})", "zh": "（非连续，步长 {stride}）"},
+    "on_device": {"en": " on {device}", "zh": "（在 {device} 上）"},
+    "not_implemented": {"en": "{name} is not implemented yet (it raises NotImplementedError)",
+                        "zh": "{name} 还没有实现（它抛出了 NotImplementedError）"},
+    "traceback": {"en": "where your code raised it:", "zh": "你的代码中抛出异常的位置："},
+    "missing_file": {"en": "{exercise}.py is missing from the submission, so {name} cannot be graded",
+                     "zh": "提交中缺少 {exercise}.py，因此无法评测 {name}"},
+    "missing_name": {"en": "{exercise}.py defines no `{name}`", "zh": "{exercise}.py 中没有定义 `{name}`"},
+    "import_error": {"en": "{exercise}.py could not be imported ({error}), so none of its exercises can be graded:",
+                     "zh": "无法导入 {exercise}.py（{error}），因此其中的练习都无法评测："},
+    "incomplete_reply": {"en": "the sandbox sent an incomplete reply", "zh": "沙箱返回的结果不完整"},
+    "hint": {"en": "hint: {text}", "zh": "提示：{text}"},
+    # --- terminal and report -----------------------------------------------------------------
+    "score": {"en": "score", "zh": "得分"},
+    "score_line": {"en": "score: {score} ({percent}%)   {graded_on}", "zh": "得分：{score}（{percent}%）   {graded_on}"},
+    "graded_on": {"en": "graded on: {devices}", "zh": "评测设备：{devices}"},
+    "no_device": {"en": "no device", "zh": "无"},
+    "seconds": {"en": "{seconds} s", "zh": "{seconds} 秒"},
+    "isolation": {"en": "isolation: {isolation}", "zh": "隔离方式：{isolation}"},
+    "status_passed": {"en": "passed", "zh": "通过"},
+    "status_failed": {"en": "failed", "zh": "未通过"},
+    "status_error": {"en": "error", "zh": "出错"},
+    "status_skipped": {"en": "skipped", "zh": "跳过"},
+    "status_not_implemented": {"en": "not implemented yet", "zh": "尚未实现"},
+    "checks_failed": {"en": "{failed} of {total} checks failed", "zh": "{total} 项检查中有 {failed} 项未通过"},
+    "checks_passed": {"en": "{count} checks passed", "zh": "{count} 项检查通过"},
+    "checks_skipped": {"en": "{count} checks skipped", "zh": "{count} 项检查被跳过"},
+    "checks_all": {"en": "all {count} checks", "zh": "全部 {count} 项检查"},
+    "more_failures": {"en": "... and {count} more failing checks of {target} (all of them are in the report)",
+                      "zh": "……{target} 另有 {count} 项检查未通过（详见报告）"},
+    "more_lines": {"en": "... ({count} more lines in the report)", "zh": "……（还有 {count} 行，详见报告）"},
+    "skipped_because": {"en": "{count} checks skipped: {reason}", "zh": "{count} 项检查被跳过：{reason}"},
+    "rerun": {"en": "rerun: {command}", "zh": "重新运行：{command}"},
+    "rerun_label": {"en": "rerun this check", "zh": "单独重跑这项检查"},
+    "report_at": {"en": "report: {path}", "zh": "报告：{path}"},
+    "hidden": {"en": "hidden", "zh": "隐藏"},
+    "hidden_note": {"en": "Hidden checks are shown by name and verdict only.",
+                    "zh": "隐藏检查只显示名称和结果。"},
+    "exercises": {"en": "Exercises", "zh": "练习"},
+    "target": {"en": "target", "zh": "目标"},
+    "points": {"en": "points", "zh": "分数"},
+    "check": {"en": "check", "zh": "检查"},
+    "device_col": {"en": "device", "zh": "设备"},
+    "status": {"en": "status", "zh": "状态"},
+    "printed_output": {"en": "Printed output", "zh": "程序输出"},
+    "printed_by": {"en": "printed by {key}", "zh": "{key} 的输出"},
+    "notes": {"en": "Notes", "zh": "说明"},
+    "expand_all": {"en": "Expand all", "zh": "全部展开"},
+    "collapse_all": {"en": "Collapse all", "zh": "全部折叠"},
+    "all_passed": {"en": "All checks passed.", "zh": "所有检查均已通过。"},
+    "report_title": {"en": "{title}: {submission}", "zh": "{title}：{submission}"},
+}

@@ -1,0 +1,119 @@
+"""Resume records: which submission was graded, from which content, by which grader.
+
+`DIR/ledger.jsonl` gets one JSON line per graded submission, appended and fsynced right after the
+submission's results.json and report.html are in place. A re-run skips a submission whose name,
+content hash and grader key match a record whose results.json exists. A run killed at any point
+leaves either a complete line or a torn last line, which is ignored (and cut off before the next
+append), so nothing is lost and nothing is counted twice: at worst the submission that was being
+written is graded again and its files replaced.
+
+The grader key hashes what decides a result besides the submission: torchgrade's version, the
+assignment file, the checks and the probes they run, the reference, the device choice. A change to
+any of them regrades; a change to torchgrade's own code counts through its version
+(`torchgrade.__version__`), so while developing torchgrade itself, use `--force`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from . import __version__
+from .config import Assignment
+
+LEDGER_NAME = "ledger.jsonl"
+_SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
+_PROBES_DIR = Path(__file__).resolve().parent / "sandbox" / "probes"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One graded submission, as the ledger keeps it."""
+
+    #: The submission's name: its folder under DIR.
+    name: str
+    #: sha256 of the submission's files (see torchgrade.submissions.content_hash).
+    content: str
+    #: The grader key it was graded with (see grader_key).
+    grader: str
+    score: float
+    max_score: float
+    #: Checks with status "error" (crashes, timeouts, a worker that died).
+    errors: int = 0
+    #: Seconds the grade took, and the seconds its checks took per exercise.
+    seconds: float = 0.0
+    exercise_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _hash_tree(digest: "hashlib._Hash", root: Path, label: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Feed every file under root (sorted by relative path) into the digest."""
+    if not root.exists():
+        digest.update(f"{label}: missing\0".encode())
+        return
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and not _SKIP_DIRS.intersection(p.relative_to(root).parts)
+        and (not suffixes or p.suffix in suffixes))
+    for path in files:
+        rel = path.relative_to(root).as_posix() if path != root else path.name
+        digest.update(f"{label}/{rel}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def grader_key(assignment: Assignment, *, device: str = "all", include_hidden: bool = True,
+               only: Iterable[str] = ()) -> str:
+    """A hash of everything that decides a grade, other than the submission itself."""
+    digest = hashlib.sha256(f"torchgrade {__version__}\0device={device}\0hidden={include_hidden}\0"
+                            f"only={','.join(sorted(only))}\0".encode())
+    _hash_tree(digest, assignment.path, "assignment")
+    _hash_tree(digest, assignment.checks_dir, "checks", (".py", ".ini", ".cfg", ".toml", ".yaml", ".json"))
+    _hash_tree(digest, assignment.reference_dir, "reference", (".py",))
+    _hash_tree(digest, _PROBES_DIR, "probes", (".py",))  # the scenarios the checks run
+    return digest.hexdigest()[:32]
+
+
+class Ledger:
+    """The append-only record of graded submissions in one output folder."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / LEDGER_NAME
+
+    def load(self) -> dict[str, Record]:
+        """The latest complete record per submission name (a torn last line is ignored)."""
+        records: dict[str, Record] = {}
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return records
+        for line in text.splitlines():
+            try:
+                data = json.loads(line)
+                record = Record(**data)
+            except (ValueError, TypeError):
+                continue  # a line torn by a kill, or from a future version
+            records[record.name] = record
+        return records
+
+    def append(self, record: Record) -> None:
+        """Add one record durably: after this returns, a kill cannot lose it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(asdict(record), sort_keys=True, ensure_ascii=False) + "\n"
+        with open(self.path, "a+b") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell():
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")  # end a line torn by a kill, so this record starts on its own
+            f.write(line.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rewrite(self, records: Iterable[Record]) -> None:
+        """Replace the ledger with exactly these records (atomically), one line each."""
+        from .results import write_atomic
+
+        write_atomic(self.path, "".join(json.dumps(asdict(r), sort_keys=True, ensure_ascii=False) + "\n"
+                                        for r in records))

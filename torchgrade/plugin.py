@@ -1,0 +1,273 @@
+"""The pytest plugin that turns a folder of checks into a grade: options, devices, fixtures, records."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from . import config as config_module
+from . import i18n
+from .differential import CheckFailed, Differential, ForbiddenCallFailure, SubmissionError
+from .sandbox import host
+from .sandbox.host import Sandbox, isolation_level
+from .sandbox.probes import ProbeLoadError, load_course
+from .scoring import CheckResult, Grade, assign_points
+
+DEVICES = ("cpu", "cuda")
+DEVICE_HELP = "Devices to grade on: cpu, cuda, or all (default: all that are available)."
+grade_key = pytest.StashKey[Grade]()
+_state_key = pytest.StashKey["GradingState"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("torchgrade", "torchgrade grading")
+    group.addoption("--submission", metavar="DIR", help="The submission folder to grade (default: the stubs).")
+    group.addoption("--assignment", metavar="YAML", help="The assignment file (default: assignment.yaml).")
+    group.addoption("--device", choices=("cpu", "cuda", "all"), default="all", help=DEVICE_HELP)
+    group.addoption("--target", action="append", default=[], metavar="NAME",
+                    help="Only grade this exercise, exercise.target, or one check: exercise.target::test_name "
+                         "(repeatable).")
+    group.addoption("--lang", choices=i18n.LANGUAGES, default=None, help=i18n.LANG_HELP)
+    group.addoption("--results-json", metavar="PATH", help="Also write results.json here.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "target(name): the exercise target a check grades")
+    if not config.pluginmanager.has_plugin(FailedCheckReports.__name__):
+        config.pluginmanager.register(FailedCheckReports(), FailedCheckReports.__name__)
+    if config.getoption("--lang"):
+        i18n.set_language(config.getoption("--lang"))
+    previous = config.stash.get(_state_key, None)  # a batch configures once per submission: same file
+    path = config.getoption("--assignment")
+    if previous is not None and path and previous.assignment.path == Path(path).resolve():
+        assignment = previous.assignment
+    else:
+        assignment = config_module.load_assignment(path)
+    use_course(assignment)
+    submission = Path(config.getoption("--submission") or assignment.stubs_dir).resolve()
+    config.stash[_state_key] = GradingState(assignment, submission, config.getoption("--device"),
+                                            tuple(config.getoption("--target")))
+
+
+def use_course(assignment: config_module.Assignment) -> None:
+    """Make this course's own parts available: its folder on sys.path (checks import each other as
+    modules under it), its probes on both sides of the boundary, the words for its probes' facts."""
+    root = str(assignment.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        load_course(assignment.probes_dir)
+    except ProbeLoadError as e:
+        raise pytest.UsageError(f"the course's probes could not be loaded: {e}") from None
+    host.use_course(assignment.probes_dir)
+    i18n.use_course_facts(assignment.facts)
+
+
+class GradingState:
+    """What one pytest session grades, and what it has found so far."""
+
+    def __init__(self, assignment: config_module.Assignment, submission: Path, device: str, only: tuple[str, ...]):
+        self.assignment = assignment
+        self.submission = submission
+        self.device = device
+        self.only = only
+        self.results: list[CheckResult] = []
+        self.started = time.perf_counter()
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.submission)
+        return self._sandbox
+
+    def device_skip_reason(self, device: str) -> str | None:
+        if self.device not in ("all", device):
+            return f"not graded on {device}: --device {self.device} was chosen"
+        if device == "cuda" and not torch.cuda.is_available():
+            return "CUDA is not available on this machine; its points are set aside, not counted"
+        return None
+
+    def graded_devices(self) -> list[str]:
+        return [d for d in DEVICES if self.device_skip_reason(d) is None]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "device" in metafunc.fixturenames:
+        metafunc.parametrize("device", DEVICES)
+
+
+def _exercise(item: pytest.Item) -> str:
+    return Path(str(item.path)).stem.removeprefix("test_")
+
+
+def _target(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("target")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(f"{item.nodeid}: a check needs @pytest.mark.target('name')")
+    return str(marker.args[0])
+
+
+def _visibility(item: pytest.Item, state: GradingState) -> str:
+    hidden = Path(str(item.path)).parent.name == "hidden"
+    try:
+        hidden = hidden or state.assignment.exercise(_exercise(item)).visibility == "hidden"
+    except KeyError:
+        pass
+    return "hidden" if hidden else "visible"
+
+
+def _display_name(item: pytest.Item) -> str:
+    function = getattr(item, "originalname", item.name).removeprefix("test_").replace("_", " ")
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    device = params.pop("device", None)
+    extra = getattr(getattr(item, "callspec", None), "id", "")
+    if device and extra:
+        extra = "-".join(p for p in extra.split("-") if p != device)
+    name = f"{_exercise(item)}.{_target(item)}: {function}"
+    if extra:
+        name += f" ({extra})"
+    if device:
+        name += f" [{device}]"
+    return name
+
+
+def _selected(item: pytest.Item, only: str) -> bool:
+    """Whether `only` (exercise, exercise.target, or exercise.target::test_name[params]) names this check."""
+    qualname = f"{_exercise(item)}.{_target(item)}"
+    name, _, check = only.partition("::")
+    if not (qualname == name or qualname.startswith(name + ".")):
+        return False
+    return not check or check in (item.name, getattr(item, "originalname", item.name))
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[_state_key]
+    if not state.only:
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if any(_selected(item, o) for o in state.only) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    state = item.config.stash[_state_key]
+    device = _device(item)
+    if device is not None:
+        reason = state.device_skip_reason(device)
+        if reason:
+            pytest.skip(reason)
+
+
+@pytest.fixture
+def check(request: pytest.FixtureRequest) -> Differential:
+    """Compare the reference and the student's code for this check's target (see torchgrade.differential)."""
+    state = request.config.stash[_state_key]
+    item = request.node
+    exercise, name = _exercise(item), _target(item)
+    try:
+        target = state.assignment.target(exercise, name)
+    except KeyError:
+        raise pytest.UsageError(f"{item.nodeid}: {exercise}.{name} is not in {state.assignment.path.name}") from None
+    return Differential(state.assignment, target, state.submission, state.sandbox, target.forbidden,
+                        hidden=_visibility(item, state) == "hidden")
+
+
+def _message(excinfo: pytest.ExceptionInfo) -> str:
+    error = excinfo.value
+    if isinstance(error, (CheckFailed, SubmissionError)):
+        return str(error)
+    if isinstance(error, AssertionError):
+        return str(error) or "assertion failed"
+    return f"grader error (not your fault; please report it): {excinfo.exconly()}"
+
+
+class FailedCheckReports:
+    """A failed check's report carries its message as it is. pytest's own report would first cut and
+    filter the Python traceback: a third of the time of grading an unfinished exercise."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport | None:
+        error = call.excinfo.value if call.excinfo is not None else None
+        if call.when != "call" or not isinstance(error, (CheckFailed, SubmissionError)):
+            return None
+        sections = [(f"Captured {key} {when}", text) for when, key, text in getattr(item, "_report_sections", [])]
+        return pytest.TestReport(item.nodeid, item.location, {name: 1 for name in item.keywords}, "failed",
+                                 _message(call.excinfo), "call", sections, call.duration, call.start, call.stop,
+                                 user_properties=item.user_properties)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        status = "passed"
+        text = ""
+        if report.skipped:
+            status = "skipped"
+            text = call.excinfo.value.msg if call.excinfo is not None and hasattr(call.excinfo.value, "msg") else ""
+        elif report.failed:
+            error = call.excinfo.value
+            status = "failed" if isinstance(error, AssertionError) else "error"
+            text = _message(call.excinfo)
+        forbidden = report.failed and isinstance(call.excinfo.value, ForbiddenCallFailure)
+        _record(item, status, text, forbidden, report.duration)
+
+
+def _device(item: pytest.Item) -> str | None:
+    return getattr(getattr(item, "callspec", None), "params", {}).get("device")
+
+
+_row_key = pytest.StashKey[dict]()
+
+
+def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, duration: float = 0.0) -> None:
+    state = item.config.stash[_state_key]
+    row = item.stash.get(_row_key, None)
+    if row is None:  # what names the check is the same in every round of a batch: worked out once
+        row = item.stash[_row_key] = dict(
+            nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
+            device=_device(item), visibility=_visibility(item, state))
+    state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
+
+
+def set_aside_reason(item: pytest.Item) -> str | None:
+    """Why a check is not run here (a device not graded), or None. A batch round records these checks
+    with `record_skipped` instead of running them: a skip that pytest runs costs what a check does."""
+    device = _device(item)
+    return item.config.stash[_state_key].device_skip_reason(device) if device is not None else None
+
+
+def record_skipped(item: pytest.Item, reason: str) -> None:
+    _record(item, "skipped", reason)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_state_key, None)
+    if state is None:
+        return
+    if state._sandbox is not None:
+        state._sandbox.close()
+    assign_points(state.results, state.assignment)
+    notes = [f"graded on: {', '.join(state.graded_devices())}"]
+    if state._sandbox is not None:
+        for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
+            notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
+    grade = Grade(submission=state.submission.name, tests=state.results,
+                  execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
+                  devices=state.graded_devices(),
+                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level())
+    session.config.stash[grade_key] = grade
+    path = session.config.getoption("--results-json")
+    if path:
+        from .results import write_results
+
+        write_results(grade, state.assignment, Path(path))

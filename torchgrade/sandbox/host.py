@@ -1,0 +1,577 @@
+"""The trusted side of the sandbox: starts sandbox processes, sends requests, enforces the time limit.
+
+Nothing here imports or calls student code. Replies are decoded by ``wire.decode`` (msgpack:
+plain types and tensors only) and their text fields are type-checked and cut to size; a worker that hangs is
+killed with its whole process group, one that dies is reported with how it died, and the next
+request for that module gets a fresh worker. A worker is stopped (SIGSTOP, with every process it
+started) while another module's worker runs, so nothing it left running competes with the module
+being graded.
+
+One zygote per trusted process and isolation level (``isolation.LEVELS``) forks the workers. If the
+zygote dies (a submission may kill it), it is started again, and a request whose worker died with
+it is sent once more: the other targets of the submission, and the next submissions, keep their
+marks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import inbox, isolation
+from .exits import describe_exit
+from .inbox import output_file
+from .isolation import IsolationError, Plan
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torchgrade/`
+#: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
+COURSE_ENV = "TORCHGRADE_COURSE_PROBES"
+#: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
+_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+#: How much of a target's printed output is kept for the report.
+OUTPUT_KEEP_BYTES = 8 * 1024
+#: Seconds a zygote may take to start (it imports torch) and to answer one request.
+ZYGOTE_START_S = 180.0
+ZYGOTE_ANSWER_S = 60.0
+#: Text in a reply (messages, tracebacks) is cut to this many characters; a call record to this many names.
+MAX_TEXT = 8000
+MAX_CALLS = 10_000
+
+__all__ = ["BadReply", "Died", "IsolationError", "Limits", "Sandbox", "SandboxFailure", "Timeout",
+           "isolation_level"]
+
+
+class SandboxFailure(Exception):
+    """The student's process did not answer: it timed out, died, or sent something that is not plain data."""
+
+    #: True when the zygote died too: the worker may have been collateral damage, not the culprit.
+    collateral = False
+
+
+class Timeout(SandboxFailure):
+    """No answer within the time limit."""
+
+
+class Died(SandboxFailure):
+    """The worker process ended while running a request."""
+
+
+class BadReply(SandboxFailure):
+    """The worker answered with something the trusted side refuses to decode."""
+
+
+class ZygoteGone(SandboxFailure):
+    """The zygote stopped answering (a request that met this is sent again, once, to a new one)."""
+
+    collateral = True
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for each sandbox worker (0 means none)."""
+
+    #: CPU seconds one check may use in its worker (a backstop to the wall-clock time limit per check).
+    cpu_seconds: int = 120
+    #: Address space a worker may add on top of what the zygote already mapped.
+    memory_bytes: int = 4 * 1024**3
+    #: The largest file a worker may write.
+    file_bytes: int = 64 * 1024**2
+    #: Printed output (stdout and stderr together) kept per worker; the rest is dropped.
+    output_bytes: int = 1024**2
+    #: Processes and threads of the sandbox user (applied only when it is a user of its own: as root).
+    processes: int = 512
+
+
+def sandbox_env(plan: Plan) -> dict[str, str]:
+    """The whole environment of a sandbox process: a few harmless variables, nothing else."""
+    env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+    env.update(PYTHONPATH=str(_PACKAGE_ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
+               HOME=plan.inside, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    return env
+
+
+class Zygote:
+    """A clean process with torch imported that forks sandbox workers on request."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.dead = False
+        self._lock = threading.Lock()
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        probes = os.environ.get(COURSE_ENV) or None
+        prefix = plan.prefix
+        if probes and prefix:  # the course's probes, read-only, and nothing else of the course
+            prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
+        config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
+                  "clean_all": plan.clean_all,
+                  "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
+        self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
+        self.process = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "torchgrade.sandbox.zygote", str(theirs.fileno()), json.dumps(config)],
+            pass_fds=[theirs.fileno()], env=sandbox_env(plan), cwd=plan.inbox, stdin=subprocess.DEVNULL,
+            stdout=self._log, stderr=self._log, start_new_session=True,
+        )
+        theirs.close()
+        try:
+            hello = self._receive(ZYGOTE_START_S)
+        except ZygoteGone:
+            why = self._log_tail()
+            self.close()
+            raise ZygoteGone(f"the sandbox ({plan.level}) did not start: {why}") from None
+        if hello.get("probes_error"):
+            self.close()
+            raise ZygoteGone(f"the course's probes could not be loaded: {hello['probes_error']}")
+        if not hello.get("user_ok", True):
+            self.close()
+            raise ZygoteGone(f"the sandbox user cannot run Python here: {hello.get('why')}")
+
+    def _log_tail(self) -> str:
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - 600))
+        return self._log.read().decode(errors="replace").strip() or "no output"
+
+    def alive(self) -> bool:
+        return not self.dead and self.process.poll() is None
+
+    def _receive(self, timeout: float) -> dict:
+        self.control.settimeout(timeout)
+        try:
+            reply = self.control.recv(65536)
+        except OSError:  # socket.timeout included
+            reply = b""
+        if not reply:
+            self._kill()
+            raise ZygoteGone("the sandbox zygote has stopped")
+        return json.loads(reply)
+
+    def _ask(self, request: dict, fds: list[int] = ()) -> dict:
+        with self._lock:
+            if self.dead:
+                raise ZygoteGone("the sandbox zygote has stopped")
+            try:
+                socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
+            except OSError:
+                self._kill()
+                raise ZygoteGone("the sandbox zygote has stopped") from None
+            return self._receive(ZYGOTE_ANSWER_S)
+
+    def _kill(self) -> None:
+        """The zygote is gone or stuck: make sure of it (its workers die with it), and reap it."""
+        self.dead = True
+        try:
+            self.process.kill()
+            self.process.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+    def spawn(self, sock: socket.socket, **config: Any) -> int:
+        return int(self._ask({"op": "spawn", **config}, [sock.fileno()])["pid"])
+
+    def reap(self, pid: int) -> int | None:
+        """Kill a worker and everything it started; its exit code (None if the zygote is gone too)."""
+        try:
+            return self._ask({"op": "reap", "pid": pid}).get("exitcode")
+        except ZygoteGone:
+            return None
+
+    def signal_group(self, pid: int, op: str) -> bool:
+        """Pause or resume a worker's process group; False if it (or the zygote) is gone."""
+        try:
+            return bool(self._ask({"op": op, "pid": pid}).get("ok"))
+        except ZygoteGone:
+            return False
+
+    def reset(self) -> None:
+        """Between submissions: kill whatever is left and empty the private temporary folders."""
+        try:
+            self._ask({"op": "reset"})
+        except ZygoteGone:
+            pass
+
+    def close(self) -> None:
+        self.control.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self.dead = True
+        self._log.close()
+
+
+_zygotes: dict[str | None, Zygote] = {}
+_chosen: dict[str | None, Plan] = {}
+_zygote_lock = threading.Lock()
+
+
+def _forget_zygotes() -> None:
+    """In a child forked from a trusted process: the parent's zygotes are the parent's to use."""
+    global _zygote_lock
+    for z in _zygotes.values():
+        z.control.close()
+    _zygotes.clear()
+    _chosen.clear()
+    _zygote_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_zygotes)
+
+
+def use_course(probes_dir: str | Path | None) -> None:
+    """Sandboxes started from now on load this course's probes folder; zygotes of another course are closed."""
+    value = str(Path(probes_dir).resolve()) if probes_dir and Path(probes_dir).is_dir() else ""
+    with _zygote_lock:
+        if os.environ.get(COURSE_ENV, "") == value:
+            return
+        os.environ[COURSE_ENV] = value
+        for z in _zygotes.values():
+            z.close()
+        _zygotes.clear()
+
+
+def zygote(requested: str | None = None) -> Zygote:
+    """The zygote for this isolation level (None: the best that works), started again if it died."""
+    with _zygote_lock:
+        current = _zygotes.get(requested)
+        if current is not None and current.alive():
+            return current
+        if current is not None:
+            current.close()
+        plan = _chosen.get(requested)
+        _zygotes[requested] = Zygote(plan) if plan is not None else _start_best(requested)
+        return _zygotes[requested]
+
+
+def start_early() -> None:
+    """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
+    when the first check needs it; a failure to start is reported then, by `zygote`.
+
+    The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
+    the sandbox when the *thread* that started it ends.
+    """
+    def start() -> None:
+        with contextlib.suppress(Exception):
+            zygote(isolation.requested_level())
+        threading.Event().wait()
+
+    threading.Thread(target=start, name="torchgrade-sandbox-start", daemon=True).start()
+
+
+def _start_best(requested: str | None) -> Zygote:
+    reasons = []
+    for plan in isolation.plans(requested):
+        if plan.prefix:
+            why = isolation.probe_bwrap(plan, sandbox_env(plan))
+            if why:
+                reasons.append(f"{plan.level}: {why}")
+                continue
+        try:
+            started = Zygote(plan)
+        except SandboxFailure as e:
+            reasons.append(f"{plan.level}: {e}")
+            continue
+        _chosen[requested] = plan
+        if reasons and requested is None:
+            print(f"torchgrade: grading with isolation {plan.level!r}; what failed first: {'; '.join(reasons)}",
+                  file=sys.__stderr__)
+        return started
+    want = requested or "any level"
+    raise IsolationError(f"no sandbox could be started at {want} ({'; '.join(reasons) or 'not available here'}"
+                         f"{'' if requested is None else f'; unset {isolation.ENV_VAR} to use the best available'})")
+
+
+def isolation_level(requested: str | None = None) -> str:
+    """The isolation level graded under: the running zygote's, or the one a sandbox would get now."""
+    plan = _chosen.get(requested)
+    if plan is not None:
+        return plan.level
+    for plan in isolation.plans(requested):
+        if not plan.prefix or isolation.probe_bwrap(plan, sandbox_env(plan)) is None:
+            return plan.level
+    return "none"
+
+
+def _text(value: Any, what: str) -> str:
+    if type(value) is not str:
+        raise BadReply(f"the sandbox sent {what} as a {type(value).__name__}, not as text")
+    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + " [...cut]"
+
+
+def _check_raised(value: Any) -> None:
+    """An exception described in a result must be described as probes do: names and text only."""
+    if isinstance(value, dict):
+        if "__raised__" in value:
+            _text(value["__raised__"], "an exception's type")
+            _text(value.get("message", ""), "an exception's message")
+            _text(value.get("traceback", ""), "an exception's traceback")
+            mro = value.get("mro", [])
+            if type(mro) is not list or any(type(m) is not str for m in mro):
+                raise BadReply("the sandbox sent an exception's type names as something other than text")
+        for item in value.values():
+            _check_raised(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_raised(item)
+
+
+def checked(reply: Any) -> dict:
+    """A decoded reply with its text fields type-checked and cut to size; BadReply if it has the wrong shape."""
+    if type(reply) is not dict:
+        raise BadReply(f"the sandbox sent back a {type(reply).__name__}, not an outcome")
+    for key in ("probe_error", "traceback", "missing"):
+        if key in reply:
+            reply[key] = _text(reply[key], key)
+    if "import_error" in reply:
+        failure = reply["import_error"]
+        if type(failure) is not dict:
+            raise BadReply("the sandbox sent an import error that is not a description")
+        reply["import_error"] = {"type": _text(failure.get("type", ""), "an import error's type")[:200],
+                                 "traceback": _text(failure.get("traceback", ""), "an import error's traceback")}
+    if "calls" in reply:
+        calls = reply["calls"]
+        if type(calls) is not dict or len(calls) > MAX_CALLS:
+            raise BadReply("the sandbox sent a call record that is not a table of names")
+        reply["calls"] = {_text(k, "a call's name")[:300]: _text(v, "a call's place")[:300] for k, v in calls.items()}
+    _check_raised(reply.get("value"))
+    return reply
+
+
+class Worker:
+    """One sandbox process serving the targets of one student module, one request at a time."""
+
+    def __init__(self, zygote: Zygote, submission: str, exercise: str, workdir: Path, limits: Limits,
+                 timeout: float):
+        self.zygote = zygote
+        self.exercise = exercise
+        self.workdir = workdir
+        #: The targets it has run a request for (each printed into a file of its own).
+        self.served: set[str] = set()
+        self.paused = False
+        #: It waited, stopped, for this request: whatever killed it then was not its own code.
+        self.resumed = False
+        self.closed = False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.pid = zygote.spawn(theirs, workdir=zygote.plan.path(workdir), submission=submission,
+                                    exercise=exercise, limits=asdict(limits))
+        finally:
+            theirs.close()
+        self.conn = Connection(os.dup(ours.fileno()))
+        ours.close()
+        self.hello = self._receive(timeout, importing=True)
+
+    def pause(self) -> None:
+        """Stop it and everything it started until its next request (another module's turn)."""
+        if not self.paused and not self.closed:
+            self.paused = self.zygote.signal_group(self.pid, "pause")
+
+    def usable(self) -> bool:
+        """Whether this worker can take another request: its zygote lives and so does it (resumed if paused)."""
+        if not self.zygote.alive():
+            return False
+        if self.paused:
+            self.paused = not self.zygote.signal_group(self.pid, "resume")
+            self.resumed = not self.paused
+            return self.resumed
+        return True
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """Send one request; return the decoded reply or raise a SandboxFailure."""
+        from . import wire  # (imports torch; this module does not, so a zygote can start first: start_early)
+
+        self.served.add(message["target"])
+        try:
+            self.conn.send_bytes(wire.encode(message))
+        except OSError:
+            raise self._failure(Died, "the sandbox process {exit}") from None
+        try:
+            return self._receive(timeout, importing=False)
+        finally:
+            self.resumed = False
+
+    def _receive(self, timeout: float, importing: bool) -> dict:
+        from . import wire
+
+        module = f"{self.exercise}.py"
+        try:
+            if not self.conn.poll(timeout):
+                what = f"importing {module} took longer than" if importing else "timed out after"
+                raise self._failure(Timeout, f"{what} {timeout:g} s (the time limit of one check)")
+            frame = self.conn.recv_bytes(wire.MAX_FRAME_BYTES)
+        except (EOFError, OSError) as e:
+            if "bad message length" in str(e):
+                raise self._failure(BadReply, f"the reply exceeds the {wire.MAX_FRAME_BYTES} byte limit") from None
+            what = f"importing {module} ended the sandbox process: it {{exit}}" if importing else "the sandbox process {exit}"
+            raise self._failure(Died, what) from None
+        try:
+            return checked(wire.decode(frame))
+        except SandboxFailure as e:
+            raise self._failure(BadReply, str(e)) from None
+        except wire.WireError as e:
+            raise self._failure(BadReply, str(e)) from None
+
+    def _failure(self, kind: type[SandboxFailure], message: str) -> SandboxFailure:
+        """Kill the worker, then build the failure: how it ended, and whether it may have been collateral
+        damage: the zygote died with it, or it was killed (SIGKILL, by another process of the same
+        submission) while it waited, stopped, and had just been woken for this request."""
+        code = self.close()
+        failure = kind(message.replace("{exit}", describe_exit(code)))
+        failure.collateral = self.zygote.dead or (kind is Died and self.resumed and code == -signal.SIGKILL)
+        return failure
+
+    def close(self) -> int | None:
+        """Kill the worker and everything it started; return how it ended."""
+        if self.closed:
+            return None
+        self.closed = True
+        self.conn.close()
+        return self.zygote.reap(self.pid)
+
+
+class Sandbox:
+    """A submission's code behind the process boundary: one worker per student module, made on demand.
+
+    A worker serves every target of its module (forking and importing once per target would cost
+    more than most checks). A failure is still charged to one target only: when a worker that
+    already ran another target times out, dies or answers nonsense, the request is run again in a
+    worker of its own, and only a failure there counts. A worker is stopped, with all it started,
+    while another module's worker runs.
+    """
+
+    def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None):
+        self.submission = Path(submission).resolve()
+        self.limits = limits
+        self.requested = level if level is not None else isolation.requested_level()
+        if self.requested is not None and self.requested not in isolation.LEVELS:
+            raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
+        #: The live worker of each module.
+        self.workers: dict[str, Worker] = {}
+        #: What the student's code printed: by "module.py while importing" and by "module.target".
+        self.output: dict[str, str] = {}
+        #: Modules whose import hung or killed the process: their other targets fail at once, alike.
+        self.import_failures: dict[str, SandboxFailure] = {}
+        #: Targets that took the zygote down on every try: their other checks fail at once, alike.
+        self.wreckers: dict[str, SandboxFailure] = {}
+        self._zygote: Zygote | None = None
+        self._home: Path | None = None
+        self._spawned = 0
+        self._running: Worker | None = None
+
+    @property
+    def isolation(self) -> str:
+        """The isolation level this submission was graded under (see torchgrade.sandbox.isolation)."""
+        if self._zygote is not None:
+            return self._zygote.plan.level
+        return isolation_level(self.requested)
+
+    def run(self, exercise: str, target: str, probe: str, args: tuple, kwargs: dict, options: dict,
+            timeout: float) -> dict:
+        """Run a probe on the student's `exercise.target`; the reply is plain data (see probes.run_probe)."""
+        key = f"{exercise}.{target}"
+        request = {"target": target, "probe": probe, "args": list(args), "kwargs": dict(kwargs),
+                   "options": dict(options)}
+        retried = False
+        while True:
+            failure = self.import_failures.get(exercise) or self.wreckers.get(key)
+            if failure is not None:
+                raise type(failure)(str(failure))
+            worker = self._worker_for(exercise)
+            shared = worker is not None and bool(worker.served - {target})
+            try:
+                if worker is None:
+                    worker = self._spawn(exercise, timeout)
+                return worker.request(request, timeout)
+            except SandboxFailure as e:
+                self._retire(exercise)
+                if (e.collateral or shared) and not retried:  # not necessarily this target's doing: once more, alone
+                    retried = True
+                    continue
+                if e.collateral:  # twice: it is what kills the zygote, and is not run again
+                    e = type(e)(f"{e}; it took the whole sandbox down with it (did it kill its parent process?)")
+                    self.wreckers[key] = e
+                if isinstance(e, (Timeout, Died)) and str(e).startswith("importing "):
+                    self.import_failures[exercise] = e
+                raise e from None
+
+    def _worker_for(self, exercise: str) -> Worker | None:
+        """The module's live worker, running (the one that ran before is stopped), or None."""
+        worker = self.workers.get(exercise)
+        if self._running is not None and self._running is not worker:
+            self._running.pause()
+        self._running = worker
+        if worker is not None and not worker.usable():  # killed while it waited: not its own doing
+            self._retire(exercise)
+            return None
+        return worker
+
+    def _spawn(self, exercise: str, timeout: float) -> Worker:
+        self._zygote = zygote(self.requested)
+        if self._home is None:
+            self._home = inbox.new_home()
+            inbox.stage(self.submission, self._home / "submission")
+        self._spawned += 1
+        workdir = inbox.workdir(self._home, f"{exercise}.{self._spawned}", self._zygote.plan.user)
+        submission = self._zygote.plan.path(self._home / "submission")
+        try:
+            worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout)
+        except SandboxFailure:
+            self._collect_output(exercise, workdir, ())
+            raise
+        self.workers[exercise] = self._running = worker
+        return worker
+
+    def _retire(self, exercise: str) -> None:
+        worker = self.workers.pop(exercise, None)
+        if worker is self._running:
+            self._running = None
+        if worker is not None:
+            worker.close()
+            self._collect_output(exercise, worker.workdir, worker.served)
+
+    def _collect_output(self, exercise: str, workdir: Path, targets: Iterable[str]) -> None:
+        """What a worker printed while importing, then while running each target, kept under their keys."""
+        files = [(f"{exercise}.py while importing", output_file(None))]
+        files += [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]
+        for key, name in files:
+            text = _tail(workdir / name)
+            if text:
+                self.output[key] = self.output.get(key, "") + text
+
+    def close(self) -> None:
+        """Stop every worker, kill what they left behind, and remove the submission's folders."""
+        for exercise in list(self.workers):
+            self._retire(exercise)
+        if self._zygote is not None and self._zygote.alive():
+            self._zygote.reset()
+        if self._home is not None:
+            inbox.remove(self._home)
+
+
+def _tail(path: Path) -> str:
+    """The last OUTPUT_KEEP_BYTES of a file a sandbox wrote ('' if it is missing or not a plain file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read
+                return ""
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - OUTPUT_KEEP_BYTES))
+            text = f.read(OUTPUT_KEEP_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    if size > OUTPUT_KEEP_BYTES:
+        text = f"[... {size - OUTPUT_KEEP_BYTES} earlier bytes cut ...]\n" + text
+    return text

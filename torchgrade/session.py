@@ -1,0 +1,144 @@
+"""One pytest session over the checks, collected once and run once per submission.
+
+`torchgrade.grading.grade_submission` runs a whole `pytest.main` per submission: parse the options,
+import and collect every check module, run, unconfigure (pytest's unconfigure alone spends a
+fifth of a second in `gc.collect`). Across a class that work is the same every time, so a batch
+worker keeps one configured session and only swaps the submission between rounds. Each round
+runs every item through pytest's own `pytest_runtest_protocol` (as pytest-xdist's workers and
+pytest-rerunfailures do), so fixtures are set up and torn down exactly as in a fresh session; the
+grade is built by the same plugin hooks (`torchgrade.plugin`) that `pytest.main` would call.
+
+This uses pytest's `_prepareconfig` and the configure/unconfigure steps of `wrap_session`, the
+entry points pytest-xdist's workers use; tests/test_batch.py checks that a round grades exactly
+as `grade_submission` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _pytest.config import _prepareconfig
+
+from . import plugin
+from .config import Assignment
+from .grading import CHECKS_INI, GradingError, check_dirs
+from .scoring import Grade
+
+
+class _CollectErrors:
+    """Keeps collection failures (a check module that does not import) for the error message."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: {report.longreprtext[-1500:]}")
+
+
+class CheckSession:
+    """The checks of an assignment, collected once, graded against one submission folder at a time."""
+
+    def __init__(self, assignment: Assignment, *, device: str = "all", include_hidden: bool = True,
+                 only: tuple[str, ...] = ()):
+        self.assignment = assignment
+        self.device = device
+        self.include_hidden = include_hidden
+        self.only = tuple(only)
+        self._config: pytest.Config | None = None
+        self._session: pytest.Session | None = None
+
+    def _args(self) -> list[str]:
+        a = self.assignment
+        args = [str(d) for d in check_dirs(a, self.include_hidden)]
+        args += ["-c", str(CHECKS_INI), "--rootdir", str(a.checks_dir),
+                 "--submission", str(a.stubs_dir), "--assignment", str(a.path), "--device", self.device,
+                 # no terminal: nothing to print, and its per-test statistics would grow with the class
+                 "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:randomly",
+                 # pytest 9 attaches its log handler to every non-propagating logger (torch has
+                 # dozens) around each phase of each check; no grade reads captured logs
+                 "-p", "no:logging",
+                 # no capture: a session kept open would otherwise keep swapping this process's
+                 # sys.stdout for the one it found when it opened (and checks print nothing)
+                 "--capture=no"]
+        for name in self.only:
+            args += ["--target", name]
+        return args
+
+    def open(self) -> None:
+        """Configure pytest and collect the checks; GradingError if they cannot be collected."""
+        if self._session is not None:
+            return
+        errors = _CollectErrors()
+        try:
+            config = _prepareconfig(self._args(), [errors])
+        except (pytest.UsageError, SystemExit) as e:
+            raise GradingError(f"the checks could not be configured: {e}") from None
+        # Failure text comes from the plugin; "no" keeps pytest from parsing the source of every
+        # failing check for a traceback nobody reads (half the time of a round of stubs).
+        config.option.tbstyle = "no"
+        session = pytest.Session.from_config(config)
+        config._do_configure()
+        self._config, self._session = config, session
+        try:
+            config.hook.pytest_sessionstart(session=session)
+            config.hook.pytest_collection(session=session)
+        except BaseException as e:
+            self.close()
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise GradingError(f"the checks could not be collected: {type(e).__name__}: {e}") from None
+        if errors.errors or session.testsfailed:
+            self.close()
+            raise GradingError("the checks could not be collected:\n" + "\n".join(errors.errors)[-3000:])
+        if not session.items:
+            self.close()
+            raise GradingError(f"no checks matched {', '.join(self.only) or 'the assignment'}")
+
+    def grade(self, submission: Path) -> Grade:
+        """Run every collected check against one submission folder and return its scored grade."""
+        self.open()
+        config, session = self._config, self._session
+        config.option.submission = str(Path(submission).resolve())
+        plugin.pytest_configure(config)  # a fresh GradingState: this submission, a new sandbox, a new clock
+        session.testsfailed = 0
+        session.shouldfail = session.shouldstop = False
+        reasons = [plugin.set_aside_reason(item) for item in session.items]
+        run = [item for item, reason in zip(session.items, reasons) if reason is None]
+        following = dict(zip(run, run[1:] + [None]))
+        try:
+            for item, reason in zip(session.items, reasons):
+                if reason is not None:  # a device not graded: its row, in its place, without a run
+                    plugin.record_skipped(item, reason)
+                    continue
+                if hasattr(item, "_report_sections"):
+                    item._report_sections = []  # captured check output of earlier rounds
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=following[item])
+        except BaseException:
+            # Fixtures may be half set up: this session can't be trusted for another round.
+            self.close()
+            raise
+        plugin.pytest_sessionfinish(session)
+        grade = config.stash[plugin.grade_key]
+        del config.stash[plugin.grade_key]
+        return grade
+
+    def close(self) -> None:
+        """Tear the session down (the sandbox of the last round is already closed)."""
+        config, session = self._config, self._session
+        self._config = self._session = None
+        if config is None:
+            return
+        try:
+            config.hook.pytest_sessionfinish(session=session, exitstatus=pytest.ExitCode.OK)
+        except Exception:
+            pass
+        finally:
+            config._ensure_unconfigure()
+
+    def __enter__(self) -> "CheckSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
