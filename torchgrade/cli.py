@@ -22,11 +22,21 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _assignment(path: str | None):
+def _assignment(path: str | None, *, checks: str | None = None):
+    """The course's assignment; with `checks` ("visible" or "all"), its checks are read for authoring
+    mistakes first (torchgrade.course)."""
     try:
-        return load_assignment(path)
+        assignment = load_assignment(path)
     except ConfigError as e:
         _fail(str(e))
+    if checks is not None:
+        from .course import CourseError, check_course
+
+        try:
+            check_course(assignment, include_hidden=checks == "all")
+        except CourseError as e:
+            _fail(str(e))
+    return assignment
 
 
 @click.group()
@@ -55,10 +65,10 @@ def _check_targets(assignment, targets: tuple[str, ...]) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every failing check in full (default: the first per target).")
 @click.option("--lang", type=click.Choice(LANGUAGES), default=None, help=LANG_HELP)
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("reports/check"), show_default=True, help="Where to write report.html and results.json.")
+              default=None, help="Where to write report.html and results.json (default: reports/check in the course folder).")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: bool, verbose: bool, lang: str | None,
-          report_dir: Path, assignment_path: str | None) -> None:
+          report_dir: Path | None, assignment_path: str | None) -> None:
     """Grade your own exercises with the visible checks.
 
     TARGETS are exercises (tensors), names in them (tensors.view), or one check as a failure's
@@ -70,11 +80,12 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     from .results import write_results
 
     set_language(lang)
-    assignment = _assignment(assignment_path)
+    assignment = _assignment(assignment_path, checks="visible")
     folder = path or assignment.stubs_dir
     if not folder.is_dir():
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
+    report_dir = report_dir or assignment.root / "reports" / "check"
     start_early()  # the sandbox imports torch while this process does the same and collects the checks
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
     try:
@@ -82,7 +93,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
                                  stop_first=exitfirst)
     except GradingError as e:
         _fail(str(e))
-    view = feedback.build(grade, assignment, path=str(path) if path else None)
+    view = feedback.build(grade, assignment, path=str(path) if path else None, assignment_arg=assignment_path)
     terminal.echo(view, verbose=verbose)
     write_results(grade, assignment, report_dir / "results.json")
     write_report(grade, assignment, report_dir / "report.html", lang=lang)
@@ -136,7 +147,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     from .progress import Progress, summary_lines
     from .submissions import InputError, discover
 
-    assignment = _assignment(assignment_path)
+    assignment = _assignment(assignment_path, checks="all")
     try:
         submissions = discover(list(paths), tuple(e.name for e in assignment.exercises))
     except InputError as e:
@@ -247,7 +258,7 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     """
     from .bundle import BundleError, build_bundle
 
-    assignment = _assignment(assignment_path)
+    assignment = _assignment(assignment_path, checks="visible")
     try:
         built = build_bundle(assignment, out, name=name, device=device, verify=verify)
     except (BundleError, GradingError) as e:
@@ -255,6 +266,49 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     recorded = ", ".join(f"{e} {n}" for e, n in built.recorded.items())
     click.echo(f"recorded expected outcomes on {', '.join(built.devices)}: {recorded}")
     click.echo(f"wrote {built.folder}/ ({len(built.files)} files) and {built.zip}")
+
+
+@main.command()
+@click.option("--markdown", is_flag=True, help="Print the built-in probes' reference page (docs/probes.md) instead.")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def probes(markdown: bool, assignment_path: str | None) -> None:
+    """List the probes a check may ask for: the built-in ones, and this course's own (when in a course)."""
+    from .probes import PROBES, options, reference_page
+    from .sandbox.probes import ProbeLoadError, load_course
+
+    if markdown:
+        click.echo(reference_page(), nl=False)
+        return
+    try:
+        load_course(load_assignment(assignment_path).probes_dir)
+    except ConfigError as e:
+        if assignment_path:
+            _fail(str(e))
+    except ProbeLoadError as e:
+        _fail(f"the course's probes do not import: {e}")
+    for name, fn in sorted(PROBES.items(), key=lambda item: (not item[1].__module__.startswith("torchgrade."), item[0])):
+        where = "built-in" if fn.__module__.startswith("torchgrade.") else f"course: {fn.__module__}"
+        listed = ", ".join(f"{k}={v}" for k, v in options(fn).items())
+        summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        click.echo(f"{name}({listed})  [{where}]\n    {summary}")
+
+
+@main.command()
+@click.argument("folder", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--title", default="My course", show_default=True, help="The course's title in reports.")
+def init(folder: Path, title: str) -> None:
+    """Start a course in FOLDER (default: here): one example exercise with its reference, stub,
+    checks, a probe of its own and a hint, that grades the reference full and the stub zero."""
+    from .scaffold import ScaffoldError, init_course
+
+    try:
+        written = init_course(folder, title)
+    except ScaffoldError as e:
+        _fail(str(e))
+    for path in written:
+        click.echo(f"wrote {path}")
+    inside = "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
+    click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then torchgrade check (the stub: zero)")
 
 
 if __name__ == "__main__":  # `python -m torchgrade.cli check` works without installing the package

@@ -142,7 +142,7 @@ def split_hint(output: str) -> tuple[str, str]:
     return output, ""
 
 
-def rerun_command(result: CheckResult, path: str | None = None) -> str:
+def rerun_command(result: CheckResult, path: str | None = None, assignment: str | None = None) -> str:
     """A `torchgrade check` command line that runs just this check (on its device) again."""
     function = result.nodeid.split("::")[-1]
     base, _, params = function.partition("[")
@@ -154,6 +154,8 @@ def rerun_command(result: CheckResult, path: str | None = None) -> str:
         words += ["--device", result.device]
     if path:
         words += ["--path", path]
+    if assignment:  # the course was named, not found from the current folder: name it again
+        words += ["--assignment", assignment]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -166,7 +168,7 @@ def _claim(result: CheckResult) -> str:
     return name
 
 
-def _check_view(result: CheckResult, instructor: bool, path: str | None) -> CheckView:
+def _check_view(result: CheckResult, instructor: bool, path: str | None, assignment: str | None) -> CheckView:
     hidden = result.visibility != "visible"
     failed = result.status in ("failed", "error")
     message, advice = split_hint(result.output) if failed else (result.output, "")
@@ -174,15 +176,17 @@ def _check_view(result: CheckResult, instructor: bool, path: str | None) -> Chec
         message, advice = "", ""
     not_implemented = failed and "NotImplementedError" in result.output.split("\n", 1)[0]
     return CheckView(result=result, claim=_claim(result), message=message, hint=advice,
-                     rerun=rerun_command(result, path) if failed and not hidden else None, hidden=hidden,
+                     rerun=rerun_command(result, path, assignment) if failed and not hidden else None, hidden=hidden,
                      not_implemented=not_implemented)
 
 
-def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, path: str | None = None) -> SubmissionView:
-    """The view of one grade; `path` is the exercise folder to name in rerun commands (None: the default)."""
+def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, path: str | None = None,
+          assignment_arg: str | None = None) -> SubmissionView:
+    """The view of one grade; `path` and `assignment_arg` are the --path and --assignment to repeat in
+    rerun commands (None: the default)."""
     by_target: dict[tuple[str, str], list[CheckView]] = {}
     for result in grade.tests:
-        by_target.setdefault((result.exercise, result.target), []).append(_check_view(result, instructor, path))
+        by_target.setdefault((result.exercise, result.target), []).append(_check_view(result, instructor, path, assignment_arg))
     exercises = []
     for exercise in assignment.exercises:
         targets = [TargetView(exercise.name, t.name, by_target.pop((exercise.name, t.name)))

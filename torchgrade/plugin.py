@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,12 @@ def use_course(assignment: config_module.Assignment) -> None:
     root = str(assignment.root)
     if root not in sys.path:
         sys.path.insert(0, root)
+    # Check files are imported by path under names relative to the checks folder (visible.test_x): a
+    # module of that name from another course graded earlier in this process would be taken instead.
+    checks = str(assignment.checks_dir) + os.sep
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("visible", "hidden") and not (getattr(module, "__file__", None) or "").startswith(checks):
+            del sys.modules[name]
     try:
         load_course(assignment.probes_dir)
     except ProbeLoadError as e:

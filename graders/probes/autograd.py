@@ -11,8 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from torchgrade.sandbox.probes import ProbeError, Target, probe, tensor
-from torchgrade.sandbox.probes.basic import grad_seed
+from torchgrade.probes import ProbeError, Target, probe, tensor, grad_seed
 
 
 def _fixed_matrix(rows: int, like: torch.Tensor) -> torch.Tensor:

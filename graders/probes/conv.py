@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torchgrade.sandbox.probes import ProbeError, Target, probe
+from torchgrade.probes import ProbeError, Target, probe
 from torchgrade.sandbox.probes.basic import module_forward, module_sgd
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgrade.sandbox.probes import ProbeError, Target, probe
+from torchgrade.probes import ProbeError, Target, probe
 
 Batch = namedtuple("Batch", ["x", "y"])
 Sample = namedtuple("Sample", ["features", "label", "extra"])

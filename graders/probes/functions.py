@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-from torchgrade.sandbox.probes import ProbeError, Raised, Target, probe, raised, tensor
-from torchgrade.sandbox.probes.basic import grad_seed
+from torchgrade.probes import ProbeError, Raised, Target, probe, raised, tensor, grad_seed
 
 
 def _apply(target: Target) -> Any:

@@ -66,12 +66,7 @@ def load_course(folder: str | Path | None) -> None:
     key = str(Path(folder).resolve()) if folder else ""
     if _course is not None and _course[0] == key:
         return
-    if _course is not None:  # another course in this process (tests): forget the last one's probes
-        for name in _course[1]:
-            PROBES.pop(name, None)
-        for module in [m for m in sys.modules if m == COURSE_PACKAGE or m.startswith(COURSE_PACKAGE + ".")]:
-            del sys.modules[module]
-        _course = None
+    _forget_course()
     if not key or not os.path.isdir(key):
         _course = (key, ())
         return
@@ -82,10 +77,8 @@ def load_course(folder: str | Path | None) -> None:
     sys.modules[COURSE_PACKAGE] = package
     try:
         for file in sorted(Path(key).glob("*.py")):
-            if file.stem == "__init__":
-                continue
             name = f"{COURSE_PACKAGE}.{file.stem}"
-            if name in sys.modules:  # imported already by a sibling
+            if file.stem == "__init__" or name in sys.modules:  # imported already by a sibling
                 continue
             spec = importlib.util.spec_from_file_location(name, file)
             module = importlib.util.module_from_spec(spec)
@@ -95,10 +88,22 @@ def load_course(folder: str | Path | None) -> None:
             except ProbeLoadError as e:
                 raise ProbeLoadError(f"{file}: {e}") from None
             except BaseException as e:  # a course's probe module that fails to import stops grading
-                del sys.modules[name]
                 raise ProbeLoadError(f"{file}: {type(e).__name__}: {e}") from None
-    finally:
+    except ProbeLoadError:
         _course = (key, tuple(set(PROBES) - before))
+        _forget_course()  # nothing of a course that does not load stays registered
+        raise
+    _course = (key, tuple(set(PROBES) - before))
+
+
+def _forget_course() -> None:
+    """Unregister the loaded course's probes and modules (another course in this process, or a failed load)."""
+    global _course
+    for name in _course[1] if _course is not None else ():
+        PROBES.pop(name, None)
+    for module in [m for m in sys.modules if m == COURSE_PACKAGE or m.startswith(COURSE_PACKAGE + ".")]:
+        del sys.modules[module]
+    _course = None
 
 
 class Target:

@@ -741,3 +741,8 @@ def ddp_wrap(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **o
     return {**{key: _by_rank(values, key) for key in ("wrapper_type", "wraps_the_model", "device_ids")},
             "same_on_every_rank": _on_every_rank(values, "parameters_and_buffers"),
             "losses": _by_rank(values, "losses"), "parameters_and_buffers": _by_rank(values, "parameters_and_buffers")}
+
+
+# A ddp_* probe passes its options on to its scenario: documented from the scenario's signature (docs/probes.md).
+for _probe, _scenario in ((ddp_broadcast, "broadcast"), (ddp_average, "average"), (ddp_train, "train"), (ddp_wrap, "wrap")):
+    _probe.options_from = SCENARIOS[_scenario]

@@ -1,0 +1,219 @@
+"""A course is a folder of its own: found from where torchgrade runs, extended by its own probes and
+hints, checked for authoring mistakes before grading, and started with `torchgrade init`."""
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from torchgrade.cli import main
+from torchgrade.config import ConfigError, find_assignment, load_assignment
+from torchgrade.course import CourseError, check_course
+from torchgrade.grading import grade_submission
+from torchgrade.probes import reference_page
+from torchgrade.scaffold import init_course
+
+from conftest import ROOT, lost_targets
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A fresh course from `torchgrade init`, outside this repository."""
+    init_course(tmp_path / "course")
+    return tmp_path / "course"
+
+
+@pytest.fixture
+def inside(monkeypatch):
+    """Run the CLI from inside a folder (the course is found from the current folder upwards)."""
+    def enter(folder: Path) -> CliRunner:
+        monkeypatch.chdir(folder)
+        return CliRunner()
+    return enter
+
+
+# --- finding the course ----------------------------------------------------------------------------
+
+def test_the_course_is_found_in_the_current_folder_or_above_it(course):
+    assert find_assignment(course) == course / "assignment.yaml"
+    assert find_assignment(course / "graders" / "checks" / "visible") == course / "assignment.yaml"
+    assert load_assignment(course).root == course  # a folder names its assignment.yaml
+
+
+def test_without_a_course_above_every_command_says_where_it_looked_and_how_to_start_one(tmp_path, inside):
+    runner = inside(tmp_path)
+    for command in (["check"], ["grade", ".", "--out", "out"], ["stubs"], ["bundle"], ["merge", ".", "--out", "merged"]):
+        result = runner.invoke(main, command)
+        assert result.exit_code == 2, (command, result.output)
+        assert f"no assignment.yaml in {tmp_path.resolve()} or any folder above it" in result.output
+        assert "torchgrade init" in result.output and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_paths_in_the_assignment_file_are_relative_to_it(course, tmp_path, inside):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assignment = load_assignment(course / "assignment.yaml")
+    assert assignment.reference_dir == course / "reference"
+    assert assignment.probes_dir == course / "graders" / "probes"
+    result = inside(elsewhere).invoke(main, ["stubs", "--check", "--assignment", str(course / "assignment.yaml")])
+    assert result.exit_code == 0, result.output
+    assert f"stubs in {course / 'exercises'} are up to date" in result.output
+
+
+# --- torchgrade init ----------------------------------------------------------------------------------
+
+def test_init_makes_a_course_whose_reference_scores_full_and_stub_zero(course):
+    assignment = load_assignment(course / "assignment.yaml")
+    check_course(assignment)
+    reference = grade_submission(course / "reference", assignment, device="cpu")
+    assert reference.score == reference.max_score == 3, [t.output for t in reference.tests if t.status != "passed"]
+    assert {t.visibility for t in reference.tests} == {"visible", "hidden"}
+    stub = grade_submission(course / "exercises", assignment, device="cpu")
+    assert stub.score == 0 and lost_targets(stub) == {"activations.relu"}
+
+
+def test_the_courses_own_probe_and_its_words_reach_the_student(course, tmp_path):
+    """keeps_input is defined in the course, runs in the sandbox, and its fact is named in words."""
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "activations.py").write_text("def relu(x):\n    x[x < 0] = 0\n    return x\n")
+    graded = grade_submission(wrong, load_assignment(course), device="cpu", only=("activations.relu",))
+    message = next(t.output for t in graded.tests if "leaves its input unchanged" in t.name)
+    assert "whether the input kept its values (the function must not change it in place)" in message
+    assert "expected True, got False" in message and "not your fault" not in message
+
+
+def test_init_writes_nothing_over_an_existing_course(course):
+    result = CliRunner().invoke(main, ["init", str(course)])
+    assert result.exit_code == 2
+    assert "assignment.yaml exists already" in result.output
+
+
+def test_chinese_summaries_are_off_for_a_new_course_and_on_for_the_bundled_one(course):
+    assert not load_assignment(course).chinese_summaries
+    assert load_assignment(ROOT).chinese_summaries
+
+
+# --- authoring mistakes, before anything is graded -------------------------------------------------
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+MISTAKES = {
+    "target without checks": (
+        lambda c: _edit(c / "assignment.yaml", "      relu: {", "      sigmoid: 1\n      relu: {"),
+        "target activations.sigmoid (1 points) has no check"),
+    "check for a missing target": (
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("gelu")'),
+        "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'gelu', which exercise "
+        "'activations' in assignment.yaml does not have"),
+    "check file for a missing exercise": (
+        lambda c: (c / "graders/checks/visible/test_losses.py").write_text("def test_x(check):\n    pass\n"),
+        "checks exercise 'losses', which assignment.yaml does not list"),
+    "check without a target": (
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '@pytest.mark.target("relu")\n', ""),
+        "test_keeps_a_non_contiguous_float16_input_in_float16 has no @pytest.mark.target('name')"),
+    "unknown probe": (
+        lambda c: _edit(c / "graders/checks/visible/test_activations.py", 'probe="keeps_input"', 'probe="keep_input"'),
+        "probe 'keep_input' does not exist"),
+    "missing checks folder": (
+        lambda c: _edit(c / "assignment.yaml", "checks: graders/checks", "checks: graders/tests"),
+        "graders/tests/visible: no such folder"),
+    "probe module that does not import": (
+        lambda c: (c / "graders/probes/broken.py").write_text("import torch\nraise ImportError('no such thing')\n"),
+        "the course's probes do not import: "),
+    "probe named like a built-in": (
+        lambda c: (c / "graders/probes/dup.py").write_text(
+            "from torchgrade.probes import probe\n\n@probe\ndef call(target, args, kwargs):\n    return 1\n"),
+        "probe 'call' in course_probes.dup is already defined in torchgrade.sandbox.probes.basic"),
+}
+
+
+#: Mistakes only grading with the hidden checks can see.
+HIDDEN_ONLY = ("target without checks", "check for a missing target", "check without a target")
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))
+def test_an_authoring_mistake_stops_grading_with_one_line(mistake, course, tmp_path, inside):
+    make, expected = MISTAKES[mistake]
+    make(course)
+    runner = inside(course)
+    for command in (["grade", "reference", "--out", str(tmp_path / "out")], ["check", "--path", "reference"]):
+        if command[0] == "check" and mistake in HIDDEN_ONLY:
+            continue  # students run the visible checks only (a target may be checked by hidden ones alone)
+        result = runner.invoke(main, command)
+        assert result.exit_code == 2, (command, result.output)
+        assert expected in result.output, result.output
+        assert "not your fault" not in result.output and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_bundled_course_has_no_authoring_mistake():
+    check_course(load_assignment(ROOT / "assignment.yaml"))
+
+
+def test_a_probe_file_error_names_the_file(course):
+    (course / "graders/probes/broken.py").write_text("def oops(:\n")
+    with pytest.raises(CourseError, match=r"graders/probes/broken.py: SyntaxError"):
+        check_course(load_assignment(course))
+
+
+def test_a_bad_hints_file_is_a_configuration_error(course):
+    (course / "graders/hints.yaml").write_text("hints:\n  activations.relu:\n    valuez: nope\n")
+    with pytest.raises(ConfigError, match="hints.activations.relu.valuez: unknown failure kind"):
+        load_assignment(course)
+
+
+# --- probes reference, rerun lines -------------------------------------------------------------------
+
+def test_the_probes_reference_page_is_generated_from_the_code():
+    """docs/probes.md cannot drift: it is exactly what `torchgrade probes --markdown` prints."""
+    page = (ROOT / "docs" / "probes.md").read_text(encoding="utf-8")
+    assert page == reference_page(), "docs/probes.md is stale: run `torchgrade probes --markdown > docs/probes.md`"
+    for name in ("call", "call_with_grad", "view", "inplace", "module_forward", "module_sgd", "ddp_train"):
+        assert f"## `{name}`" in page
+    assert "`wrt` (default `(0,)`)" in page and "`state` (default `None`)" in page
+
+
+def test_torchgrade_probes_lists_the_courses_own_beside_the_built_in_ones(course, inside):
+    result = inside(course).invoke(main, ["probes"])
+    assert result.exit_code == 0, result.output
+    assert "keeps_input()  [course: course_probes.activations]" in result.output
+    assert "call_with_grad(wrt=(0,), seed=0)  [built-in]" in result.output
+
+
+def test_rerun_lines_repeat_the_assignment_when_it_was_named(course, tmp_path, inside):
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "activations.py").write_text("def relu(x):\n    return x\n")
+    runner = inside(tmp_path)
+    yaml = str(course / "assignment.yaml")
+    result = runner.invoke(main, ["check", "--path", str(wrong), "--assignment", yaml, "--report", str(tmp_path / "r")])
+    assert f"--assignment {yaml}" in result.output
+    found = inside(course).invoke(main, ["check", "--path", str(wrong), "--report", str(tmp_path / "r")])
+    assert "rerun: torchgrade check activations.relu::" in found.output and "--assignment" not in found.output
+
+
+def test_the_report_goes_to_the_course_folder_by_default(course, inside):
+    result = inside(course / "graders").invoke(main, ["check", "--path", str(course / "reference")])
+    assert (course / "reports" / "check" / "report.html").is_file(), result.output
+    assert not (course / "graders" / "reports").exists()
+
+
+def test_a_course_without_probes_or_hints_needs_neither(tmp_path):
+    """probes: and hints: point at optional parts: a course may have none."""
+    init_course(tmp_path / "c")
+    for part in ("graders/probes/activations.py", "graders/hints.yaml"):
+        os.remove(tmp_path / "c" / part)
+    _edit(tmp_path / "c" / "graders/checks/visible/test_activations.py", 'probe="keeps_input"', 'probe="call"')
+    assignment = load_assignment(tmp_path / "c")
+    check_course(assignment)
+    graded = grade_submission(tmp_path / "c" / "reference", assignment, device="cpu")
+    assert graded.score == graded.max_score == 3, [t.output for t in graded.tests if t.status != "passed"]

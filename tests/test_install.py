@@ -1,0 +1,133 @@
+"""A fresh install is the only proof of an install: the package is built, installed non-editable into a new
+virtual environment without the test extras, and used as a user would, outside this checkout's Python.
+
+(numpy once hid in the test extra for a whole release: the suite was green while the README's first
+command graded the reference 11/100 on a clean machine.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from conftest import ROOT
+
+GUIDE = ROOT / "docs" / "authoring.md"
+_STEP = re.compile(r"<!-- (?P<kind>file|append|run)(?::\s*(?P<arg>[^>]*?))? -->\s*```\w*\n(?P<code>.*?)```", re.DOTALL)
+
+
+def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def fresh(tmp_path_factory) -> dict:
+    """{"wheel": path, "bin": the new environment's bin folder}: built and installed once for all workers."""
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every xdist worker
+    where = shared / "fresh-install"
+    with FileLock(str(shared / "fresh-install.lock")):
+        done = where / "done.json"
+        if not done.is_file():
+            where.mkdir(exist_ok=True)
+            built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(where / "dist"), str(ROOT)])
+            assert built.returncode == 0, built.stderr[-3000:]
+            wheel = next((where / "dist").glob("torchgrade-*.whl"))
+            venv.create(where / "venv", with_pip=True, clear=True)
+            bin_dir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
+            installed = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"),
+                              str(wheel)])  # no extras: what `pip install torchgrade` gives a user
+            assert installed.returncode == 0, installed.stderr[-3000:]
+            done.write_text(json.dumps({"wheel": str(wheel), "bin": str(bin_dir)}))
+        return json.loads(done.read_text())
+
+
+def _env(fresh: dict) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TORCHGRADE_LANG")}
+    env["PATH"] = fresh["bin"] + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def test_the_wheel_holds_the_engine_and_nothing_of_any_course(fresh):
+    with zipfile.ZipFile(fresh["wheel"]) as wheel:
+        names = wheel.namelist()
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert packages == {"torchgrade"}
+    assert "torchgrade/checks.ini" in names and "torchgrade/templates/report.html" in names
+    assert not [n for n in names if "hidden" in n or "reference" in n.split("/")[-1] or "/checks/" in n]
+
+
+def test_the_readmes_first_command_grades_the_reference_full_without_the_test_extras(fresh, tmp_path):
+    """`torchgrade grade reference exercises --out reports/demo`, in this course, with the installed engine."""
+    out = tmp_path / "demo"
+    env = _env(fresh)
+    where = _run(["python", "-c", "import torchgrade; print(torchgrade.__file__)"], cwd=tmp_path, env=env)
+    assert not where.stdout.startswith(str(ROOT)), "the fresh environment imports this checkout's engine"
+    done = _run(["torchgrade", "grade", "reference", "exercises", "--out", str(out)], cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    reference = json.loads((out / "reference" / "results.json").read_text())
+    stubs = json.loads((out / "exercises" / "results.json").read_text())
+    assert reference["score"] == _max(reference) == 100, [t["output"] for t in reference["tests"] if t["score"] == 0][:5]
+    assert stubs["score"] == 0
+
+
+def _max(results: dict) -> float:
+    return results.get("max_score", results.get("extra_data", {}).get("max_score"))
+
+
+def _follow_the_guide(folder: Path, env: dict[str, str]) -> list[tuple[str, subprocess.CompletedProcess]]:
+    """Do what docs/authoring.md says, step by step: write its files, run its commands."""
+    course = folder / "mycourse"
+    ran = []
+    for step in _STEP.finditer(GUIDE.read_text(encoding="utf-8")):
+        kind, arg, code = step["kind"], (step["arg"] or "").strip(), step["code"]
+        if kind == "file":
+            (course / arg).parent.mkdir(parents=True, exist_ok=True)
+            (course / arg).write_text(code, encoding="utf-8")
+        elif kind == "append":
+            with open(course / arg, "a", encoding="utf-8") as f:
+                f.write(code)
+        else:
+            done = _run(["bash", "-e", "-c", code], cwd=folder if arg == "outside" else course, env=env)
+            if arg != "may fail":
+                assert done.returncode == 0, f"{code}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            ran.append((code, done))
+    return ran
+
+
+def test_a_course_written_from_the_guide_outside_the_repository_grades_as_it_should(fresh, tmp_path):
+    """The guide's course, made with the installed engine in a folder of its own: the reference full, the
+    stubs zero, and a wrong RMSNorm (a weight that is a plain tensor) losing exactly its own points."""
+    env = _env(fresh)
+    ran = _follow_the_guide(tmp_path, env)
+    course = tmp_path / "mycourse"
+    assert any("torchgrade init mycourse" in code for code, _ in ran)
+    reference = json.loads((course / "reports/demo/reference/results.json").read_text())
+    stubs = json.loads((course / "reports/demo/exercises/results.json").read_text())
+    assert reference["score"] == _max(reference) == 8, [t["output"] for t in reference["tests"] if t["score"] == 0]
+    assert stubs["score"] == 0
+    assert (course / "dist" / "student.zip").is_file()
+
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "activations.py").write_text((course / "reference" / "activations.py").read_text())
+    (wrong / "norms.py").write_text((course / "reference" / "norms.py").read_text().replace(
+        "self.weight = nn.Parameter(torch.ones(dim))", "self.weight = torch.ones(dim)"))
+    done = _run(["torchgrade", "grade", str(wrong), "--out", str(tmp_path / "out")], cwd=course / "graders", env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    graded = json.loads((tmp_path / "out" / "wrong" / "results.json").read_text())
+    lost = {}
+    for test in graded["tests"]:
+        target = test.get("target", test.get("extra_data", {}).get("target"))
+        lost[target] = lost.get(target, 0) + test["max_score"] - test["score"]
+    assert graded["score"] == 5 and {t: round(p, 6) for t, p in lost.items() if p} == {"RMSNorm": 3}
+    state_dict = next(t["output"] for t in graded["tests"] if "converts with to" in t["name"])
+    assert "the names in the module's state_dict (its registered parameters and buffers)" in state_dict
