@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import textwrap
 from collections import defaultdict
@@ -78,3 +79,29 @@ def grade(assignment, tmp_path):
 def failures(grade: Grade, target: str) -> list[str]:
     """The messages of the failed or errored checks of one target ("exercise.target")."""
     return [t.output for t in grade.tests if f"{t.exercise}.{t.target}" == target and t.status in ("failed", "error")]
+
+
+def small_course(folder: Path, targets: dict[str, dict[str, float]], title: str = "Small") -> Path:
+    """An assignment over a few targets of this course, fast to grade: its check files hold only those
+    targets' checks (an assignment lists whole exercises; a check for a target it lacks is an error)."""
+    checks = folder / "checks"
+    for exercise, names in targets.items():
+        for side in ("visible", "hidden"):
+            source = (ROOT / "graders" / "checks" / side / f"test_{exercise}.py").read_text()
+            lines = source.splitlines(keepends=True)
+            for node in reversed(ast.parse(source).body):
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                    marker = next((d.args[0].value for d in node.decorator_list if isinstance(d, ast.Call)
+                                   and getattr(d.func, "attr", "") == "target"), None)
+                    if marker not in names:
+                        start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+                        del lines[start:node.end_lineno]
+            (checks / side).mkdir(parents=True, exist_ok=True)
+            (checks / side / f"test_{exercise}.py").write_text("".join(lines))
+    entries = "".join(f"  {exercise}:\n    targets:\n" + "".join(f"      {n}: {p}\n" for n, p in names.items())
+                      for exercise, names in targets.items())
+    path = folder / "small.yaml"
+    path.write_text(f"title: {title}\nreference: {ROOT / 'reference'}\nchecks: {checks}\nstubs: {ROOT / 'exercises'}\n"
+                    f"probes: {ROOT / 'graders' / 'probes'}\nhints: {ROOT / 'graders' / 'hints.yaml'}\n"
+                    f"exercises:\n{entries}")
+    return path

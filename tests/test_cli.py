@@ -8,25 +8,13 @@ from click.testing import CliRunner
 
 from torchgrade.cli import main
 
-from conftest import ROOT, make_submission
+from conftest import ROOT, make_submission, small_course
 
 
 @pytest.fixture
 def small_assignment(tmp_path):
     """The real reference, checks and stubs, but only two tensors targets: fast to grade."""
-    path = tmp_path / "small.yaml"
-    path.write_text(f"""
-title: Small
-reference: {ROOT / 'reference'}
-checks: {ROOT / 'graders' / 'checks'}
-stubs: {ROOT / 'exercises'}
-exercises:
-  tensors:
-    targets:
-      broadcast_shape: 2
-      one_hot: 3
-""")
-    return path
+    return small_course(tmp_path, {"tensors": {"broadcast_shape": 2, "one_hot": 3}})
 
 
 def run(*args):

@@ -113,9 +113,10 @@ MISTAKES = {
         lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("gelu")'),
         "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'gelu', which exercise "
         "'activations' in assignment.yaml does not have"),
-    "check file for a missing exercise": (
-        lambda c: (c / "graders/checks/visible/test_losses.py").write_text("def test_x(check):\n    pass\n"),
-        "checks exercise 'losses', which assignment.yaml does not list"),
+    "misspelt check file": (
+        lambda c: os.rename(c / "graders/checks/hidden/test_activations.py", c / "graders/checks/hidden/test_activation.py")
+        or os.rename(c / "graders/checks/visible/test_activations.py", c / "graders/checks/visible/test_activation.py"),
+        "target activations.relu (3 points) has no check"),
     "check without a target": (
         lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '@pytest.mark.target("relu")\n', ""),
         "test_keeps_a_non_contiguous_float16_input_in_float16 has no @pytest.mark.target('name')"),
@@ -136,7 +137,7 @@ MISTAKES = {
 
 
 #: Mistakes only grading with the hidden checks can see.
-HIDDEN_ONLY = ("target without checks", "check for a missing target", "check without a target")
+HIDDEN_ONLY = ("target without checks", "check for a missing target", "check without a target", "misspelt check file")
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))
@@ -153,6 +154,16 @@ def test_an_authoring_mistake_stops_grading_with_one_line(mistake, course, tmp_p
         assert "not your fault" not in result.output and "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_assignment_may_grade_a_part_of_the_courses_checks(course, tmp_path):
+    """Check files of exercises the assignment does not list are not graded (and not an error)."""
+    (course / "graders/checks/visible/test_losses.py").write_text(
+        "import pytest\n\n@pytest.mark.target('mse')\ndef test_x(check):\n    check(1)\n")
+    assignment = load_assignment(course)
+    check_course(assignment)
+    graded = grade_submission(course / "reference", assignment, device="cpu")
+    assert {t.exercise for t in graded.tests} == {"activations"} and graded.score == 3
 
 
 def test_the_bundled_course_has_no_authoring_mistake():

@@ -20,7 +20,7 @@ from torchgrade.hints import HINTS, KINDS
 from torchgrade.report import render_report
 from torchgrade.scoring import CheckResult, Grade
 
-from conftest import ROOT, failures, make_submission
+from conftest import ROOT, failures, make_submission, small_course
 
 
 @pytest.fixture(autouse=True)
@@ -83,20 +83,7 @@ def test_split_hint_separates_the_hint_in_either_language():
 
 @pytest.fixture
 def small_assignment(tmp_path):
-    path = tmp_path / "small.yaml"
-    path.write_text(f"""
-title: Small
-reference: {ROOT / 'reference'}
-checks: {ROOT / 'graders' / 'checks'}
-stubs: {ROOT / 'exercises'}
-exercises:
-  tensors:
-    targets:
-      view: 4
-      broadcast_shape: 2
-      one_hot: 3
-""")
-    return path
+    return small_course(tmp_path, {"tensors": {"view": 4, "broadcast_shape": 2, "one_hot": 3}})
 
 
 def run(*args):
@@ -116,7 +103,7 @@ def test_the_rerun_command_a_failure_prints_runs_exactly_that_check(tmp_path, sm
                       f"--path {submission}"]
     assert "... and 2 more failing checks of tensors.view" in result.output
     words = shlex.split(reruns[0])[1:]  # without "torchgrade"
-    again = run(*words, "--report", tmp_path / "r2", "--assignment", small_assignment)
+    again = run(*words, "--report", tmp_path / "r2")  # the line names the assignment it was graded with
     assert again.exit_code == 0, again.output
     tests = json.loads((tmp_path / "r2" / "results.json").read_text())["tests"]
     assert [(t["name"], t["status"]) for t in tests if t["status"] != "skipped"] == [

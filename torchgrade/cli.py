@@ -67,8 +67,10 @@ def _check_targets(assignment, targets: tuple[str, ...]) -> None:
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Where to write report.html and results.json (default: reports/check in the course folder).")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+@click.option("-w", "--watch", is_flag=True,
+              help="Keep going: grade again each module whose file you save, with one summary line each.")
 def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: bool, verbose: bool, lang: str | None,
-          report_dir: Path | None, assignment_path: str | None) -> None:
+          report_dir: Path | None, assignment_path: str | None, watch: bool) -> None:
     """Grade your own exercises with the visible checks.
 
     TARGETS are exercises (tensors), names in them (tensors.view), or one check as a failure's
@@ -87,6 +89,9 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     _check_targets(assignment, targets)
     report_dir = report_dir or assignment.root / "reports" / "check"
     start_early()  # the sandbox imports torch while this process does the same and collects the checks
+    if watch:
+        _watch(assignment, folder, targets, device, verbose, report_dir, path, assignment_path)
+        return
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
     try:
         grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
@@ -98,6 +103,52 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     write_results(grade, assignment, report_dir / "results.json")
     write_report(grade, assignment, report_dir / "report.html", lang=lang)
     click.echo(t("report_at", path=report_dir / "report.html"))
+
+
+def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verbose: bool, report_dir: Path,
+           path: Path | None, assignment_path: str | None) -> None:
+    """`check --watch`: the first grade in full, then a summary line (and the failures) per re-check."""
+    import threading
+    import time
+
+    from . import feedback, terminal
+    from .i18n import t
+    from .report import write_report
+    from .results import write_results
+    from .watch import Watcher
+
+    watcher = Watcher(assignment, folder, device=device, only=targets)
+    args = dict(path=str(path) if path else None, assignment_arg=assignment_path)
+    pending = {"first grade"}  # the first grade is shown in full, as `check` shows it
+
+    def show(recheck) -> None:
+        whole = feedback.build(recheck.whole, assignment, **args)
+        if "first grade" in pending:
+            pending.clear()
+            terminal.echo(whole, verbose=verbose)
+            click.echo(t("watching", folder=folder))
+        else:
+            for line in terminal.render(feedback.build(recheck.changed, assignment, **args), verbose=verbose,
+                                        totals=False):
+                click.echo(line.rstrip())
+            changed = recheck.changed
+            click.echo(t("rechecked", clock=time.strftime("%H:%M:%S"),
+                         modules=", ".join(f"{e}.py" for e in recheck.exercises),
+                         score=f"{terminal.points(changed.score)} / {terminal.points(changed.max_score)}",
+                         seconds=recheck.seconds, total=f"{terminal.points(recheck.whole.score)} / "
+                         f"{terminal.points(recheck.whole.max_score)}", percent=f"{whole.percent:.0f}"))
+        write_results(recheck.whole, assignment, report_dir / "results.json")
+        write_report(recheck.whole, assignment, report_dir / "report.html")
+
+    stop = threading.Event()
+    try:
+        watcher.run(show, stop)
+    except KeyboardInterrupt:
+        stop.set()
+    except GradingError as e:
+        _fail(str(e))
+    finally:
+        watcher.close()
 
 
 class ShardType(click.ParamType):

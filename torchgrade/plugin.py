@@ -108,8 +108,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("device", DEVICES)
 
 
-def _exercise(item: pytest.Item) -> str:
+def exercise_of(item: pytest.Item) -> str:
+    """The exercise (student module) a check grades: its file's name without test_."""
     return Path(str(item.path)).stem.removeprefix("test_")
+
 
 
 def _target(item: pytest.Item) -> str:
@@ -122,7 +124,7 @@ def _target(item: pytest.Item) -> str:
 def _visibility(item: pytest.Item, state: GradingState) -> str:
     hidden = Path(str(item.path)).parent.name == "hidden"
     try:
-        hidden = hidden or state.assignment.exercise(_exercise(item)).visibility == "hidden"
+        hidden = hidden or state.assignment.exercise(exercise_of(item)).visibility == "hidden"
     except KeyError:
         pass
     return "hidden" if hidden else "visible"
@@ -135,7 +137,7 @@ def _display_name(item: pytest.Item) -> str:
     extra = getattr(getattr(item, "callspec", None), "id", "")
     if device and extra:
         extra = "-".join(p for p in extra.split("-") if p != device)
-    name = f"{_exercise(item)}.{_target(item)}: {function}"
+    name = f"{exercise_of(item)}.{_target(item)}: {function}"
     if extra:
         name += f" ({extra})"
     if device:
@@ -145,7 +147,7 @@ def _display_name(item: pytest.Item) -> str:
 
 def _selected(item: pytest.Item, only: str) -> bool:
     """Whether `only` (exercise, exercise.target, or exercise.target::test_name[params]) names this check."""
-    qualname = f"{_exercise(item)}.{_target(item)}"
+    qualname = f"{exercise_of(item)}.{_target(item)}"
     name, _, check = only.partition("::")
     if not (qualname == name or qualname.startswith(name + ".")):
         return False
@@ -154,11 +156,11 @@ def _selected(item: pytest.Item, only: str) -> bool:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[_state_key]
-    if not state.only:
-        return
+    listed = {e.name for e in state.assignment.exercises}
     keep, drop = [], []
-    for item in items:
-        (keep if any(_selected(item, o) for o in state.only) else drop).append(item)
+    for item in items:  # checks of exercises the assignment does not list are not graded (torchgrade.course)
+        wanted = exercise_of(item) in listed and (not state.only or any(_selected(item, o) for o in state.only))
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -178,7 +180,7 @@ def check(request: pytest.FixtureRequest) -> Differential:
     """Compare the reference and the student's code for this check's target (see torchgrade.differential)."""
     state = request.config.stash[_state_key]
     item = request.node
-    exercise, name = _exercise(item), _target(item)
+    exercise, name = exercise_of(item), _target(item)
     try:
         target = state.assignment.target(exercise, name)
     except KeyError:
@@ -241,7 +243,7 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
     row = item.stash.get(_row_key, None)
     if row is None:  # what names the check is the same in every round of a batch: worked out once
         row = item.stash[_row_key] = dict(
-            nodeid=item.nodeid, name=_display_name(item), exercise=_exercise(item), target=_target(item),
+            nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
     state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
 

@@ -96,19 +96,20 @@ class CheckSession:
             self.close()
             raise GradingError(f"no checks matched {', '.join(self.only) or 'the assignment'}")
 
-    def grade(self, submission: Path) -> Grade:
-        """Run every collected check against one submission folder and return its scored grade."""
+    def grade(self, submission: Path, exercises: set[str] | None = None) -> Grade:
+        """Run every collected check (or those of `exercises`) against one submission folder; its scored grade."""
         self.open()
         config, session = self._config, self._session
         config.option.submission = str(Path(submission).resolve())
         plugin.pytest_configure(config)  # a fresh GradingState: this submission, a new sandbox, a new clock
         session.testsfailed = 0
         session.shouldfail = session.shouldstop = False
-        reasons = [plugin.set_aside_reason(item) for item in session.items]
-        run = [item for item, reason in zip(session.items, reasons) if reason is None]
+        items = [item for item in session.items if exercises is None or plugin.exercise_of(item) in exercises]
+        reasons = [plugin.set_aside_reason(item) for item in items]
+        run = [item for item, reason in zip(items, reasons) if reason is None]
         following = dict(zip(run, run[1:] + [None]))
         try:
-            for item, reason in zip(session.items, reasons):
+            for item, reason in zip(items, reasons):
                 if reason is not None:  # a device not graded: its row, in its place, without a run
                     plugin.record_skipped(item, reason)
                     continue

@@ -18,7 +18,8 @@ _STATUS_COLOURS = {"passed": "green", "failed": "red", "error": "yellow", "not_i
 MESSAGE_LINES = 14
 
 
-def _points(value: float) -> str:
+def points(value: float) -> str:
+    """Points as a student reads them: 2.5, 3, 0.33."""
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
@@ -43,14 +44,14 @@ def _mark(status: str) -> str:
 def _exercise_line(ex: ExerciseView, width: int) -> str:
     fraction = ex.score / ex.max_score if ex.max_score else 0.0
     colour = "green" if ex.passed else "red" if ex.score == 0 else "yellow"
-    score = f"{_points(ex.score):>5} / {_points(ex.max_score):<5}"
+    score = f"{points(ex.score):>5} / {points(ex.max_score):<5}"
     return (f"{_mark('passed' if ex.passed else 'failed')} " + click.style(f"{ex.name + '.py':<{width}}", bold=True)
             + f" {click.style(bar(fraction), fg=colour)} {score} {click.style(ex.title, fg='bright_black')}")
 
 
 def _target_line(tv: TargetView, width: int) -> str:
     status = tv.status
-    text = f"    {_mark(status)} {tv.name:<{width}} {_points(tv.score):>5} / {_points(tv.max_score):<5}"
+    text = f"    {_mark(status)} {tv.name:<{width}} {points(tv.score):>5} / {points(tv.max_score):<5}"
     if status == "not_implemented":  # the message says it all ("view is not implemented yet ...")
         text += " " + click.style(tv.failures[0].message.split("\n", 1)[0] or t("status_not_implemented"), fg="red")
     elif status == "failed":
@@ -77,8 +78,9 @@ def _failure_lines(check: CheckView, verbose: bool) -> list[str]:
     return lines
 
 
-def render(view: SubmissionView, *, verbose: bool = False) -> list[str]:
-    """The lines `torchgrade check` prints: per exercise a bar, per unfinished target its failures."""
+def render(view: SubmissionView, *, verbose: bool = False, totals: bool = True) -> list[str]:
+    """The lines `torchgrade check` prints: per exercise a bar, per unfinished target its failures, then
+    (with `totals`) the skipped checks and the score."""
     lines: list[str] = []
     width = max((len(e.name) + 3 for e in view.exercises), default=8)
     name_width = max((len(tv.name) for e in view.exercises for tv in e.targets), default=8)
@@ -97,11 +99,13 @@ def render(view: SubmissionView, *, verbose: bool = False) -> list[str]:
             if len(failures) > len(shown):
                 lines.append(" " * 8 + click.style(
                     t("more_failures", count=len(failures) - len(shown), target=tv.qualname), fg="bright_black"))
+    if not totals:
+        return lines
     lines.append("")
     for reason, count in view.skipped:
         lines.append(click.style(t("skipped_because", count=count, reason=reason), fg="bright_black"))
     grade = view.grade
-    score = click.style(f"{_points(grade.score)} / {_points(grade.max_score)}", bold=True)
+    score = click.style(f"{points(grade.score)} / {points(grade.max_score)}", bold=True)
     devices = ", ".join(grade.devices) or t("no_device")
     lines.append(t("score_line", score=score, percent=f"{view.percent:.0f}", graded_on=t("graded_on", devices=devices)))
     return lines
