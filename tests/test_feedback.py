@@ -100,7 +100,7 @@ def test_the_rerun_command_a_failure_prints_runs_exactly_that_check(tmp_path, sm
     assert result.exit_code == 0, result.output
     reruns = re.findall(r"^ +rerun: (.*)$", result.output, re.MULTILINE)
     assert reruns == [f"torchgrade check tensors.view::test_matches_tensor_view_on_a_contiguous_input --device cpu "
-                      f"--path {submission}"]
+                      f"--path {submission} --assignment {small_assignment}"]
     assert "... and 2 more failing checks of tensors.view" in result.output
     words = shlex.split(reruns[0])[1:]  # without "torchgrade"
     again = run(*words, "--report", tmp_path / "r2")  # the line names the assignment it was graded with
