@@ -51,6 +51,56 @@ def test_a_persistent_session_grades_each_round_as_a_fresh_pytest_session_would(
     assert scores == [FULL_MARKS, 3.0, 0.0, FULL_MARKS]
 
 
+MIXED_CHECKS = '''
+import pytest
+import torch
+
+
+@pytest.mark.target("one_hot")
+def test_needs_a_fixture_of_pytest(check, device, tmp_path):  # through pytest's protocol
+    assert tmp_path.is_dir()
+    check(torch.tensor([0, 2, 1], device=device), 3)
+
+
+@pytest.mark.target("one_hot")
+def test_skips_itself(check):
+    pytest.skip("this check skips itself")
+
+
+@pytest.mark.target("one_hot")
+def test_breaks_in_the_grader(check):
+    raise ValueError("a bug in the check")
+
+
+@pytest.mark.target("one_hot")
+def test_asserts_on_what_came_back(check):
+    expected, actual = check(torch.tensor([1, 0]), 2)
+    assert actual["value"].tolist() == [[0, 1], [1, 0]], "the rows are not one-hot"
+
+
+@pytest.mark.target("broadcast_shape")
+@pytest.mark.parametrize("shapes", [((3, 1), (1, 4)), ((2,), (5, 2))])
+def test_parametrized(check, shapes):
+    check(*shapes)
+'''
+
+
+def test_checks_run_directly_record_what_pytests_protocol_records(tmp_path):
+    """Skips, grader errors, assertions, forbidden calls, parameters, and checks with pytest's own fixtures
+    between them: a round of the session (most checks run directly) equals a fresh pytest session."""
+    course = load_assignment(make_course(tmp_path / "course"))
+    (course.checks_dir / "visible" / "test_tensors.py").write_text(MIXED_CHECKS)
+    forbidden = student(tmp_path / "forbidden", extra="""
+        def one_hot(labels, num_classes=-1):
+            return torch.nn.functional.one_hot(labels, num_classes)
+    """)
+    with CheckSession(course, device="all") as session:
+        for folder in (ROOT / "reference", forbidden, ROOT / "exercises", ROOT / "reference"):
+            fresh = grade_submission(folder, course, device="all")
+            assert rows(session.grade(folder)) == rows(fresh)
+            assert {t.status for t in fresh.tests} >= {"skipped", "error"}
+
+
 def test_a_class_is_graded_into_per_student_files_class_pages_and_a_ledger(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
     zipped(student(tmp_path / "z", "reference"), cls / "carol.zip")

@@ -56,10 +56,7 @@ def make_course(root: Path) -> Path:
     """Write the tiny course under root; return its assignment file."""
     checks = root / f"tinychecks_{uuid.uuid4().hex[:10]}"
     (checks / "visible").mkdir(parents=True)
-    (checks / "__init__.py").write_text("")
-    (checks / "visible" / "__init__.py").write_text("")
     (checks / "visible" / "test_tensors.py").write_text(CHECKS)
-    (checks / "pytest.ini").write_text("[pytest]\naddopts = -p torchgrade.plugin\npython_files = test_*.py\n")
     path = root / "assignment.yaml"
     path.write_text(ASSIGNMENT.format(reference=ROOT / "reference", checks=checks, stubs=ROOT / "exercises"))
     return path

@@ -178,8 +178,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> Differential:
     """Compare the reference and the student's code for this check's target (see torchgrade.differential)."""
-    state = request.config.stash[_state_key]
-    item = request.node
+    return _differential(request.node)
+
+
+_CHECK_FUNCTION = check.__wrapped__  # what pytest calls for the fixture above
+
+
+def _differential(item: pytest.Item) -> Differential:
+    state = item.config.stash[_state_key]
     exercise, name = exercise_of(item), _target(item)
     try:
         target = state.assignment.target(exercise, name)
@@ -246,6 +252,47 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
             nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
     state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
+
+
+def direct(item: pytest.Item) -> bool:
+    """Whether a check can run without pytest's run protocol (`run_direct`): it asks only for `check` and
+    for parameters (`device`, `@pytest.mark.parametrize` values), and bears no mark but the target and
+    its parameters."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not all(mark.name in ("target", "parametrize") for mark in item.iter_markers()):
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for name in item.fixturenames:
+        definitions = info.name2fixturedefs.get(name, ())
+        own = name == "check" and [d.func for d in definitions] == [_CHECK_FUNCTION]  # not a course's own `check`
+        parameter = name in params and all(d.func.__name__ == "get_direct_param_fixture_func" for d in definitions)
+        if not (own or parameter or name == "request"):  # (`check` asks for `request`)
+            return False
+    return True
+
+
+def run_direct(item: pytest.Item) -> None:
+    """Run a `direct` check, recording exactly what pytest's protocol would: its status, message, duration.
+
+    A batch round runs hundreds of checks per submission; pytest's setup, fixture resolution, reports
+    and teardown cost more than most checks do (torchgrade.session)."""
+    values = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    started = time.perf_counter()
+    try:
+        values["check"] = _differential(item)
+        item.obj(**{name: values[name] for name in item._fixtureinfo.argnames})
+    except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
+        raise
+    except BaseException as error:  # as pytest's protocol would report the call phase's exception
+        duration = time.perf_counter() - started
+        excinfo = pytest.ExceptionInfo.from_exception(error)
+        if isinstance(error, pytest.skip.Exception):
+            _record(item, "skipped", error.msg, duration=duration)
+        else:
+            _record(item, "failed" if isinstance(error, AssertionError) else "error", _message(excinfo),
+                    isinstance(error, ForbiddenCallFailure), duration)
+        return
+    _record(item, "passed", "", duration=time.perf_counter() - started)
 
 
 def set_aside_reason(item: pytest.Item) -> str | None:

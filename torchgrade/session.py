@@ -3,10 +3,14 @@
 `torchgrade.grading.grade_submission` runs a whole `pytest.main` per submission: parse the options,
 import and collect every check module, run, unconfigure (pytest's unconfigure alone spends a
 fifth of a second in `gc.collect`). Across a class that work is the same every time, so a batch
-worker keeps one configured session and only swaps the submission between rounds. Each round
-runs every item through pytest's own `pytest_runtest_protocol` (as pytest-xdist's workers and
-pytest-rerunfailures do), so fixtures are set up and torn down exactly as in a fresh session; the
-grade is built by the same plugin hooks (`torchgrade.plugin`) that `pytest.main` would call.
+worker keeps one configured session and only swaps the submission between rounds. A check that
+needs nothing but the plugin's own `check` and `device` is run directly (`plugin.run_direct`:
+the check function called with them, its outcome recorded as the protocol's hooks would record
+it), because pytest's per-item setup, fixture resolution and reports cost more than most checks.
+Every other check runs through pytest's own `pytest_runtest_protocol` (as pytest-xdist's workers
+and pytest-rerunfailures do), so its fixtures are set up and torn down exactly as in a fresh
+session; the grade is built by the same plugin hooks (`torchgrade.plugin`) that `pytest.main`
+would call.
 
 This uses pytest's `_prepareconfig` and the configure/unconfigure steps of `wrap_session`, the
 entry points pytest-xdist's workers use; tests/test_batch.py checks that a round grades exactly
@@ -48,6 +52,7 @@ class CheckSession:
         self.only = tuple(only)
         self._config: pytest.Config | None = None
         self._session: pytest.Session | None = None
+        self._directs: dict[pytest.Item, bool] = {}
 
     def _args(self) -> list[str]:
         a = self.assignment
@@ -106,12 +111,17 @@ class CheckSession:
         session.shouldfail = session.shouldstop = False
         items = [item for item in session.items if exercises is None or plugin.exercise_of(item) in exercises]
         reasons = [plugin.set_aside_reason(item) for item in items]
-        run = [item for item, reason in zip(items, reasons) if reason is None]
-        following = dict(zip(run, run[1:] + [None]))
+        # Most checks run directly (plugin.run_direct); pytest's protocol sees only the others, so
+        # its setup and teardown of scopes follow them alone.
+        protocol = [item for item, reason in zip(items, reasons) if reason is None and not self._direct(item)]
+        following = dict(zip(protocol, protocol[1:] + [None]))
         try:
             for item, reason in zip(items, reasons):
                 if reason is not None:  # a device not graded: its row, in its place, without a run
                     plugin.record_skipped(item, reason)
+                    continue
+                if self._direct(item):
+                    plugin.run_direct(item)
                     continue
                 if hasattr(item, "_report_sections"):
                     item._report_sections = []  # captured check output of earlier rounds
@@ -124,6 +134,11 @@ class CheckSession:
         grade = config.stash[plugin.grade_key]
         del config.stash[plugin.grade_key]
         return grade
+
+    def _direct(self, item: pytest.Item) -> bool:
+        if item not in self._directs:
+            self._directs[item] = plugin.direct(item)
+        return self._directs[item]
 
     def close(self) -> None:
         """Tear the session down (the sandbox of the last round is already closed)."""
