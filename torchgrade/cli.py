@@ -209,6 +209,53 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
 
 
 @main.command()
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
+              show_default=True, help="Where to write autograder.zip.")
+@click.option("--device", type=click.Choice(["cpu", "all"]), default="cpu", show_default=True,
+              help="Devices the autograder grades on (Gradescope's machines have no GPU).")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
+    """Build a Gradescope autograder (OUT/autograder.zip) for this course.
+
+    Upload it as the assignment's autograder: setup.sh installs torch (CPU), the engine and the
+    course once; run_autograder grades each submission and writes Gradescope's results.json.
+    """
+    from .gradescope import GradescopeError, build
+
+    assignment = _assignment(assignment_path)
+    try:
+        built = build(assignment, out, device)
+    except GradescopeError as e:
+        _fail(str(e))
+    click.echo(f"wrote {built.zip} ({len(built.files)} files): upload it as the autograder on Gradescope")
+
+
+@main.command(hidden=True)
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None) -> None:
+    """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
+    from .batch import grade_one
+    from .gradescope import find_submission
+    from .results import write_results
+    from .submissions import Submission
+
+    assignment = _assignment(assignment_path)
+    if not submission.is_dir():
+        _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
+    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
+    start_early()
+    try:
+        grade = grade_one(Submission("submission", found), assignment, device)
+    except GradingError as e:
+        _fail(str(e))
+    write_results(grade, assignment, results_path)
+    click.echo(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
+
+
+@main.command()
 @click.argument("lms", type=click.Choice(["canvas", "moodle"]))
 @click.argument("graded", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, path_type=Path),
