@@ -273,9 +273,12 @@ def test_the_students_table_sorts_from_the_keyboard(browser, overview):
 
 @pytest.mark.skipif(not AXE.is_file(), reason=f"axe-core is not installed at {AXE} (.ci/run installs it: npm install "
                                               "--prefix .ci/node axe-core)")
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("page", ["report", "overview"])
-def test_axe_finds_no_serious_accessibility_violation(browser, page, request):
+def test_axe_finds_no_serious_accessibility_violation(browser, page, scheme, request):
+    browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
     _open(browser, request.getfixturevalue(page))
+    assert browser.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
     browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
     browser.send("Runtime.evaluate", expression=AXE.read_text(encoding="utf-8"))
     result = browser.send("Runtime.evaluate", awaitPromise=True, returnByValue=True, timeout=60, expression="""
