@@ -221,3 +221,40 @@ def test_a_resumed_run_writes_the_class_files_of_the_fresh_run_byte_for_byte(cou
     again = grade_class(submissions, course, tmp_path / "out", device="cpu")
     assert sorted(again.skipped) == ["alice", "bob"]  # read back from results.json, not graded again
     assert {name: (tmp_path / "out" / name).read_bytes() for name in fresh} == fresh
+
+
+def test_a_merged_run_writes_the_gradebook_of_a_fresh_run_byte_for_byte_with_thirds_of_points(tmp_path):
+    """One point over three checks: per-test rounding made 2 of 3 passed worth 0.6666, read back."""
+    from torchgrade.shards import Shard, merge
+    from torchgrade.submissions import discover
+
+    path = make_course(tmp_path / "course")
+    path.write_text(path.read_text().replace("one_hot: 3", "one_hot: 1"))
+    checks = next((tmp_path / "course").glob("tinychecks_*")) / "visible" / "test_tensors.py"
+    checks.write_text(checks.read_text() + '''
+
+@pytest.mark.target("one_hot")
+def test_matches_one_hot_with_more_classes(check, device):
+    check(torch.tensor([1, 0], device=device), 4)
+''')
+    course = load_assignment(path)
+    cls = copy_class({"alice": "reference", "carol": "reference", "dan": "stub"}, tmp_path / "class")
+    student(cls / "bob", extra="""
+        _one_hot = one_hot
+
+        def one_hot(labels, num_classes):
+            if num_classes < 0:
+                raise ValueError("no inference")
+            return _one_hot(labels, num_classes)
+    """)
+    submissions = discover([cls], ("tensors",))
+    grade_class(submissions, course, tmp_path / "whole", device="cpu")
+    shards = [tmp_path / "shard1", tmp_path / "shard2"]
+    for i, folder in enumerate(shards, 1):
+        grade_class(Shard(i, 2).select(submissions), course, folder, device="cpu")
+    grades, _ = merge(shards, tmp_path / "merged")
+    write_class_pages(grades, course, tmp_path / "merged")
+    whole = (tmp_path / "whole" / "grades.csv").read_bytes()
+    assert (tmp_path / "merged" / "grades.csv").read_bytes() == whole
+    bob = next(r for r in csv.reader(io.StringIO(whole.decode())) if r[0] == "bob")
+    assert bob[-2] == str(round(2 + 2 / 3, 4))  # 2.6667, not 2.6666

@@ -47,6 +47,9 @@ def test_the_zip_has_gradescopes_two_scripts_at_its_root_and_the_course_beside_t
     assert '"$SOURCE/engine"' in setup
     assert "pip install" not in run and "${AUTOGRADER_ROOT:-/autograder}" in run
     assert '"$ROOT/results/results.json"' in run and '"$ROOT/submission"' in run
+    for script in (setup, run):
+        assert script.startswith("#!/usr/bin/env bash\n")
+        subprocess.run(["bash", "-n"], input=script, text=True, check=True)  # parses
 
 
 def test_the_autograder_grades_the_reference_to_full_marks_in_a_simulated_autograder(autograder, tmp_path):
