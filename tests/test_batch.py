@@ -164,7 +164,7 @@ def test_a_crashed_submission_gets_error_rows_in_its_results(course, tmp_path):
                          executor=Crashing(), device="cpu")
     assert result.crashed == ["alice"]
     data = json.loads((tmp_path / "out" / "alice" / "results.json").read_text())
-    assert data["score"] == 0 and {t["status"] for t in data["tests"]} == {"error"}
+    assert data["score"] == 0 and {t["extra_data"]["outcome"] for t in data["tests"]} == {"error"}
     assert all("killed by SIGKILL" in t["output"] for t in data["tests"])
 
 

@@ -115,9 +115,9 @@ def test_in_the_bundle_the_stubs_score_zero_and_the_reference_scores_full_marks(
     stubs = json.loads((tmp_path / "stubs" / "results.json").read_text())
     full = json.loads((tmp_path / "solved-report" / "results.json").read_text())
     visible_points = sum(e.points for e in load_assignment(ROOT / "assignment.yaml").exercises if e.name in built.recorded)
-    assert stubs["max_score"] == full["max_score"] == pytest.approx(visible_points)
+    assert stubs["extra_data"]["max_score"] == full["extra_data"]["max_score"] == pytest.approx(visible_points)
     assert stubs["score"] == 0, outputs["stubs"]
-    assert full["score"] == full["max_score"], outputs["solved"]
+    assert full["score"] == full["extra_data"]["max_score"], outputs["solved"]
     assert {t["visibility"] for t in full["tests"]} == {"visible"}
     assert "is not implemented yet" in outputs["stubs"]
 

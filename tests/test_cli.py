@@ -27,11 +27,12 @@ def test_grade_writes_results_and_reports_for_each_submission(tmp_path, small_as
                  "--assignment", small_assignment)
     assert result.exit_code == 0, result.output
     full = json.loads((out / "reference" / "results.json").read_text())
-    assert full["score"] == full["max_score"] == 5
+    assert full["score"] == full["extra_data"]["max_score"] == 5
     zero = json.loads((out / "exercises" / "results.json").read_text())
     assert zero["score"] == 0
     test = zero["tests"][0]
-    assert set(test) >= {"name", "exercise", "target", "device", "visibility", "status", "score", "max_score", "output"}
+    assert set(test) >= {"name", "visibility", "status", "score", "max_score", "output", "extra_data"}
+    assert set(test["extra_data"]) >= {"exercise", "target", "device", "outcome"}
     assert {t["visibility"] for t in zero["tests"]} == {"visible", "hidden"}
     assert (out / "reference" / "report.html").is_file()
     assert (out / "index.html").is_file() and (out / "grades.csv").is_file()
@@ -50,7 +51,8 @@ def test_grade_accepts_zips_and_folders_of_submissions(tmp_path, small_assignmen
     scores = {name: json.loads((out / name / "results.json").read_text())["score"] for name in ("alice", "bob", "carol")}
     assert scores == {"alice": 5, "bob": 5, "carol": 0}
     carol = json.loads((out / "carol" / "results.json").read_text())
-    assert all(t["status"] == "error" and "cannot read carol.zip" in t["output"] for t in carol["tests"])
+    assert all(t["status"] == "failed" and t["extra_data"]["outcome"] == "error" and "cannot read carol.zip" in t["output"]
+               for t in carol["tests"])
 
 
 @pytest.mark.parametrize("make_bad, message", [

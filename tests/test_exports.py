@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import json
+import math
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import jsonschema
 import pytest
+import xmlschema
 
 from torchgrade.batch import grade_class, write_class_pages
 from torchgrade.config import load_assignment
 from torchgrade.exports import grades_csv, junit_xml, load_grade
 from torchgrade.overview import histogram, item_analysis
+from torchgrade.results import results_document, write_results
 from torchgrade.scoring import CheckResult, Grade
 
 from tiny_course import copy_class, make_course, student
+
+
+HERE = Path(__file__).resolve().parent
+#: Gradescope's results.json format, transcribed from its specification (see the file's $comment).
+GRADESCOPE = json.loads((HERE / "gradescope_results.schema.json").read_text())
+#: The Jenkins xUnit plugin's JUnit schema (vendored; see the file's header).
+JUNIT_XSD = xmlschema.XMLSchema(str(HERE / "junit-10.xsd"))
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +64,14 @@ def test_the_gradebook_has_one_row_per_student_and_one_column_per_exercise(cours
 
 def test_junit_has_a_suite_per_submission_and_a_case_per_check_and_survives_any_output():
     text = junit_xml(made_up_class())
+    JUNIT_XSD.validate(text)  # what the Jenkins xUnit plugin accepts
     root = ET.fromstring(text.encode())
     assert root.tag == "testsuites" and root.get("tests") == "6" and root.get("failures") == "2" and root.get("errors") == "1"
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["ann", "ben", "=cmd|' /C calc'!A0"]
+    # Reporters that group by file or class keep students apart.
+    assert [s.get("file") for s in suites] == ["ann/results.json", "ben/results.json", "=cmd|' /C calc'!A0/results.json"]
+    assert {c.get("classname").split(".")[0] for c in suites[0].iter("testcase")} == {"ann"}
     assert [len(s.findall("testcase")) for s in suites] == [2, 2, 2]
     ben = suites[1].findall("testcase")[0]
     assert ben.get("classname") == "ben.tensors.one_hot" and ben.get("name") == "tensors.one_hot: a"
@@ -106,3 +124,137 @@ def test_the_class_pages_of_a_graded_class_come_from_its_results(course, tmp_pat
     assert back.devices == ["cpu"] and back.submission == "alice"
     suites = ET.parse(tmp_path / "out" / "junit.xml").getroot().findall("testsuite")
     assert sorted(s.get("name") for s in suites) == ["<i>mallory&co", "alice", "bob"]
+
+
+def every_outcome() -> Grade:
+    """A grade with each of torchgrade's outcomes, a hidden check, thirds of a point and printed text."""
+    third = 1 / 3
+    tests = [check("tensors.one_hot: a [cpu]", "one_hot", "passed", third, third),
+             check("tensors.one_hot: b [cpu]", "one_hot", "failed", 0, third, "expected 1, got 0 <b>bold</b>"),
+             check("tensors.one_hot: a [cuda]", "one_hot", "skipped", 0, 0, "CUDA is not available on this machine",
+                   device="cuda"),
+             check("tensors.one_hot: c [cpu]", "one_hot", "error", 0, third, "Timeout (>10s)"),
+             dataclasses.replace(check("tensors.broadcast_shape: b", "broadcast_shape", "passed", 2, 2, device=None),
+                                 visibility="hidden", duration=0.25)]
+    for i, t in enumerate(tests):
+        t.duration = t.duration or 0.01 * (i + 1)
+    return Grade("ann", tests, execution_time=1.5, output="graded on: cpu\n--- printed by tensors ---\n<script>",
+                 devices=["cpu"], isolation="bwrap")
+
+
+def test_results_json_is_valid_against_gradescopes_spec_with_torchgrades_outcomes_in_extra_data(course):
+    document = results_document(every_outcome(), course)
+    jsonschema.validate(document, GRADESCOPE)
+    assert {t["status"] for t in document["tests"]} == {"passed", "failed"}
+    assert [t["extra_data"]["outcome"] for t in document["tests"]] == ["passed", "failed", "error", "passed"]
+    assert document["output_format"] == "text" and {t["output_format"] for t in document["tests"]} == {"text"}
+    # The check skipped for a missing device is not a test: its count and reason are in the output.
+    assert all("[cuda]" not in t["name"] for t in document["tests"])
+    assert document["extra_data"]["skipped"] == 1
+    assert document["output"].endswith("1 check skipped: CUDA is not available on this machine")
+    assert document["tests"][-1]["visibility"] == course.hidden_visibility
+    assert document["extra_data"]["max_score"] == 3.0
+    # Exact scores that add up to the total (no per-test rounding).
+    assert document["tests"][0]["score"] == 1 / 3
+    assert round(math.fsum(t["score"] for t in document["tests"]), 4) == document["score"] == round(1 / 3 + 2, 4)
+    assert round(math.fsum(t["max_score"] for t in document["tests"]), 4) == document["extra_data"]["max_score"]
+
+
+def test_the_schema_rejects_what_gradescope_rejects(course):
+    """The transcribed schema is live: the old format's faults are each refused."""
+    good = results_document(every_outcome(), course)
+    for fault in (lambda d: d["tests"][0].update(status="error"), lambda d: d["tests"][0].update(exercise="tensors"),
+                  lambda d: d.update(max_score=3.0), lambda d: d.update(output_format="rtf"),
+                  lambda d: d["tests"][0].update(visibility="secret")):
+        bad = json.loads(json.dumps(good))
+        fault(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, GRADESCOPE)
+
+
+def test_a_grade_read_back_from_results_json_is_the_grade_written(course, tmp_path):
+    grade = every_outcome()
+    write_results(grade, course, tmp_path / "ann" / "results.json")
+    back = load_grade(tmp_path / "ann" / "results.json")
+    assert back == grade  # every field of every check (order, outcomes, durations, skipped ones) and the output
+    # so a resumed or merged run's class files are byte for byte those of a fresh run
+    assert grades_csv([back], course) == grades_csv([grade], course)
+    assert junit_xml([back]) == junit_xml([grade])
+    assert 'time="0.250"' in junit_xml([back])
+
+
+def test_output_files_are_world_readable_unless_private(course, tmp_path):
+    write_class_pages(made_up_class(), course, tmp_path / "public")
+    assert {oct(p.stat().st_mode & 0o777) for p in (tmp_path / "public").iterdir()} == {oct(0o644)}
+    from torchgrade import results
+
+    results.set_private(True)
+    try:
+        write_class_pages(made_up_class(), course, tmp_path / "private")
+    finally:
+        results.set_private(False)
+    assert {oct(p.stat().st_mode & 0o777) for p in (tmp_path / "private").iterdir()} == {oct(0o600)}
+
+
+def test_a_graded_classs_results_and_junit_are_valid_for_their_consumers(course, tmp_path):
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    from torchgrade.submissions import discover
+
+    grade_class(discover([cls], ("tensors",)), course, tmp_path / "out", device="all")
+    for name in ("alice", "bob"):
+        document = json.loads((tmp_path / "out" / name / "results.json").read_text())
+        jsonschema.validate(document, GRADESCOPE)
+    alice = json.loads((tmp_path / "out" / "alice" / "results.json").read_text())
+    assert alice["score"] == alice["extra_data"]["max_score"] == 5
+    JUNIT_XSD.validate(str(tmp_path / "out" / "junit.xml"))
+    cases = ET.parse(tmp_path / "out" / "junit.xml").getroot().iter("testcase")
+    assert any(float(c.get("time")) > 0 for c in cases)  # real durations, not 0.000
+
+
+def test_a_resumed_run_writes_the_class_files_of_the_fresh_run_byte_for_byte(course, tmp_path):
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    from torchgrade.submissions import discover
+
+    submissions = discover([cls], ("tensors",))
+    grade_class(submissions, course, tmp_path / "out", device="cpu")
+    fresh = {name: (tmp_path / "out" / name).read_bytes() for name in ("grades.csv", "junit.xml")}
+    again = grade_class(submissions, course, tmp_path / "out", device="cpu")
+    assert sorted(again.skipped) == ["alice", "bob"]  # read back from results.json, not graded again
+    assert {name: (tmp_path / "out" / name).read_bytes() for name in fresh} == fresh
+
+
+def test_a_merged_run_writes_the_gradebook_of_a_fresh_run_byte_for_byte_with_thirds_of_points(tmp_path):
+    """One point over three checks: per-test rounding made 2 of 3 passed worth 0.6666, read back."""
+    from torchgrade.shards import Shard, merge
+    from torchgrade.submissions import discover
+
+    path = make_course(tmp_path / "course")
+    path.write_text(path.read_text().replace("one_hot: 3", "one_hot: 1"))
+    checks = next((tmp_path / "course").glob("tinychecks_*")) / "visible" / "test_tensors.py"
+    checks.write_text(checks.read_text() + '''
+
+@pytest.mark.target("one_hot")
+def test_matches_one_hot_with_more_classes(check, device):
+    check(torch.tensor([1, 0], device=device), 4)
+''')
+    course = load_assignment(path)
+    cls = copy_class({"alice": "reference", "carol": "reference", "dan": "stub"}, tmp_path / "class")
+    student(cls / "bob", extra="""
+        _one_hot = one_hot
+
+        def one_hot(labels, num_classes):
+            if num_classes < 0:
+                raise ValueError("no inference")
+            return _one_hot(labels, num_classes)
+    """)
+    submissions = discover([cls], ("tensors",))
+    grade_class(submissions, course, tmp_path / "whole", device="cpu")
+    shards = [tmp_path / "shard1", tmp_path / "shard2"]
+    for i, folder in enumerate(shards, 1):
+        grade_class(Shard(i, 2).select(submissions), course, folder, device="cpu")
+    grades, _ = merge(shards, tmp_path / "merged")
+    write_class_pages(grades, course, tmp_path / "merged")
+    whole = (tmp_path / "whole" / "grades.csv").read_bytes()
+    assert (tmp_path / "merged" / "grades.csv").read_bytes() == whole
+    bob = next(r for r in csv.reader(io.StringIO(whole.decode())) if r[0] == "bob")
+    assert bob[-2] == str(round(2 + 2 / 3, 4))  # 2.6667, not 2.6666

@@ -160,7 +160,7 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
 
     # What the trusted side writes is the trusted grade, and the report escapes everything.
     document = results_document(g, fast)
-    assert document["score"] == g.score < g.max_score and document["torchgrade"]["isolation"] == best_level
+    assert document["score"] == g.score < g.max_score and document["extra_data"]["isolation"] == best_level
     html = render_report(g, fast)
     assert "<script>alert" not in html and "<img src=x" not in html
     if attack.name == "html_injection":
@@ -214,10 +214,10 @@ def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, 
 
     def points(name: str) -> dict[str, tuple[float, float]]:
         document = json.loads((arena.out / name / "results.json").read_text())
-        assert document["torchgrade"]["isolation"] == best_level
+        assert document["extra_data"]["isolation"] == best_level
         totals: dict[str, list[float]] = {}
         for t in document["tests"]:
-            total = totals.setdefault(f"{t['exercise']}.{t['target']}", [0.0, 0.0])
+            total = totals.setdefault(f"{t['extra_data']['exercise']}.{t['extra_data']['target']}", [0.0, 0.0])
             total[0] += t["score"]
             total[1] += t["max_score"]
         return {k: (round(s, 6), round(m, 6)) for k, (s, m) in totals.items()}

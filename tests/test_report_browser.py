@@ -200,3 +200,92 @@ def test_the_report_opens_offline_without_errors_and_its_sections_fold(browser, 
         Path(destination).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(destination) / "report.png")
     assert browser.errors() == []
+
+
+# --- pages everyone can use: narrow screens, the keyboard, contrast (axe-core) ---
+
+ROOT = Path(__file__).resolve().parent.parent
+#: axe-core, as .ci/run installs it from npm (or where TORCHGRADE_AXE points).
+AXE = Path(os.environ.get("TORCHGRADE_AXE", ROOT / ".ci" / "node" / "node_modules" / "axe-core" / "axe.min.js"))
+PHONE = 390
+
+
+@pytest.fixture(scope="module")
+def overview(assignment, tmp_path_factory) -> Path:
+    """A class overview for the whole course: long names, every exercise a column, some errors."""
+    from torchgrade.batch import write_class_pages
+    from torchgrade.scoring import CheckResult, Grade, assign_points
+
+    grades = []
+    for i, name in enumerate(["ann", "ben", "a-student-with-a-very-long-submission-folder-name_12345_67890", "dora"]):
+        tests = [CheckResult(nodeid=f"{t.qualname}::test[cpu]", name=f"{t.qualname}: matches the reference [cpu]",
+                             exercise=t.exercise, target=t.name, device="cpu", visibility="visible",
+                             status=("passed", "failed", "error")[(i + j) % 3] if i else "passed",
+                             output="expected 1, got 2")
+                 for j, t in enumerate(assignment.targets)]
+        assign_points(tests, assignment)
+        grades.append(Grade(name, tests, devices=["cpu"]))
+    folder = tmp_path_factory.mktemp("class")
+    write_class_pages(grades, assignment, folder)
+    return folder / "index.html"
+
+
+def _open(browser, path: Path, width: int = 1100) -> None:
+    browser.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
+    browser.send("Page.navigate", url=path.as_uri())
+    browser.wait_for("Page.loadEventFired")
+
+
+@pytest.mark.parametrize("page", ["report", "overview"])
+def test_the_pages_fit_a_390_pixel_phone(browser, page, request):
+    _open(browser, request.getfixturevalue(page), PHONE)
+    browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= PHONE
+    # Scores and rerun commands lie inside the screen, or inside a table that scrolls in its own box.
+    outside = browser.evaluate(f"""Array.from(document.querySelectorAll('.num, .pts, .score, .rerun code'))
+        .filter(e => !e.closest('.table-wrap') && e.getBoundingClientRect().right > {PHONE} + 0.5)
+        .map(e => e.className + ': ' + e.textContent.trim().slice(0, 40))""")
+    assert outside == []
+    assert browser.errors() == []
+
+
+def test_the_students_table_sorts_from_the_keyboard(browser, overview):
+    _open(browser, overview)
+    # The students' table comes before the checks' item analysis.
+    assert browser.evaluate("document.querySelector('#students').compareDocumentPosition("
+                            "document.querySelector('svg[aria-label=\"Histogram of scores\"]')) & 4") == 4
+    names = "Array.from(document.querySelectorAll('#students tbody tr')).map(r => r.cells[0].textContent.trim())"
+    before = browser.evaluate(names)
+    for _ in range(40):  # Tab until the score heading has the focus, as a keyboard user would
+        browser.send("Input.dispatchKeyEvent", type="keyDown", key="Tab", code="Tab", windowsVirtualKeyCode=9)
+        browser.send("Input.dispatchKeyEvent", type="keyUp", key="Tab", code="Tab", windowsVirtualKeyCode=9)
+        if browser.evaluate("document.activeElement.textContent.trim()") == "score":
+            break
+    assert browser.evaluate("document.activeElement.closest('th') !== null")
+    for kind in ("keyDown", "keyUp"):
+        browser.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
+                     **({"text": "\r"} if kind == "keyDown" else {}))
+    assert browser.evaluate("document.activeElement.closest('th').getAttribute('aria-sort')") == "ascending"
+    after = browser.evaluate(names)
+    assert sorted(after) == sorted(before) and after[-1] == "ann"  # ann has full marks: last going up
+    assert browser.errors() == []
+
+
+@pytest.mark.skipif(not AXE.is_file(), reason=f"axe-core is not installed at {AXE} (.ci/run installs it: npm install "
+                                              "--prefix .ci/node axe-core)")
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("page", ["report", "overview"])
+def test_axe_finds_no_serious_accessibility_violation(browser, page, scheme, request):
+    browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+    _open(browser, request.getfixturevalue(page))
+    assert browser.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
+    browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    browser.send("Runtime.evaluate", expression=AXE.read_text(encoding="utf-8"))
+    result = browser.send("Runtime.evaluate", awaitPromise=True, returnByValue=True, timeout=60, expression="""
+        axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']}})
+          .then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                             nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))""")
+    violations = result["result"]["value"]
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert serious == [], json.dumps(serious, indent=1)
+    assert not [v for v in violations if v["id"] == "color-contrast"]

@@ -15,6 +15,7 @@ from .sandbox.host import start_early
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."
+PRIVATE_HELP = "Write output files readable by their owner only (0600; default 0644, so a web server can serve them)."
 
 
 def _fail(message: str) -> None:
@@ -186,8 +187,9 @@ class ShardType(click.ParamType):
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="With --executor dask: a running Dask scheduler (default: a local cluster of -j workers).")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when on a terminal).")
+@click.option("--private", is_flag=True, help=PRIVATE_HELP)
 def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment_path: str | None, shard,
-          force: bool, executor: str, scheduler: str | None, progress: bool | None) -> None:
+          force: bool, executor: str, scheduler: str | None, progress: bool | None, private: bool) -> None:
     """Grade submissions: each PATH is a submission folder, a .zip, or a folder of those.
 
     Resumable: each graded submission is recorded in DIR/ledger.jsonl as it completes, and a re-run
@@ -196,8 +198,10 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     from .batch import OutputBusy, grade_class, locked
     from .executors import make_executor
     from .progress import Progress, summary_lines
+    from .results import set_private
     from .submissions import InputError, discover
 
+    set_private(private)
     assignment = _assignment(assignment_path, checks="all")
     try:
         submissions = discover(list(paths), tuple(e.name for e in assignment.exercises))
@@ -242,12 +246,15 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output folder for the whole class: every submission's folder, index.html, grades.csv, junit.xml.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None) -> None:
+@click.option("--private", is_flag=True, help=PRIVATE_HELP)
+def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, private: bool) -> None:
     """Combine the output folders of `torchgrade grade --shard i/n` runs into one class report."""
     from .batch import OutputBusy, locked, write_class_pages
     from .ledger import Ledger
+    from .results import set_private
     from .shards import MergeError, merge as merge_shards
 
+    set_private(private)
     assignment = _assignment(assignment_path)
     if out.exists() and not out.is_dir():
         _fail(f"{out}: exists and is not a folder")
@@ -261,6 +268,94 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None) -> N
     except (MergeError, OutputBusy) as e:
         _fail(str(e))
     click.echo(f"merged {len(grades)} submission(s) from {len(shards)} shard(s) into {out}")
+
+
+@main.command()
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
+              show_default=True, help="Where to write autograder.zip.")
+@click.option("--device", type=click.Choice(["cpu", "all"]), default="cpu", show_default=True,
+              help="Devices the autograder grades on (Gradescope's machines have no GPU).")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
+    """Build a Gradescope autograder (OUT/autograder.zip) for this course.
+
+    Upload it as the assignment's autograder: setup.sh installs torch (CPU), the engine and the
+    course once; run_autograder grades each submission and writes Gradescope's results.json.
+    """
+    from .gradescope import GradescopeError, build
+
+    assignment = _assignment(assignment_path)
+    try:
+        built = build(assignment, out, device)
+    except GradescopeError as e:
+        _fail(str(e))
+    click.echo(f"wrote {built.zip} ({len(built.files)} files): upload it as the autograder on Gradescope")
+
+
+@main.command(hidden=True)
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None) -> None:
+    """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
+    from .batch import grade_one
+    from .gradescope import find_submission
+    from .results import write_results
+    from .submissions import Submission
+
+    assignment = _assignment(assignment_path)
+    if not submission.is_dir():
+        _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
+    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
+    start_early()
+    try:
+        grade = grade_one(Submission("submission", found), assignment, device)
+    except GradingError as e:
+        _fail(str(e))
+    write_results(grade, assignment, results_path)
+    click.echo(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
+
+
+@main.command()
+@click.argument("lms", type=click.Choice(["canvas", "moodle"]))
+@click.argument("graded", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The CSV file to write.")
+@click.option("--roster", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The class list as a CSV: the LMS's own gradebook export works (Canvas: ID, SIS User ID, SIS "
+                   "Login ID; Moodle: Email address, ID number or Username); a 'submission' column maps folder "
+                   "names. Needed for Moodle; for Canvas, the IDs in Canvas download names are enough.")
+@click.option("--column", default=None, help="The gradebook column to fill (default: the assignment's title; for "
+                                             "an existing Canvas assignment use its header, e.g. 'HW1 (12345)').")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def export(lms: str, graded: Path, output: Path, roster: Path | None, column: str | None,
+           assignment_path: str | None) -> None:
+    """Write a gradebook LMS imports as it is, from GRADED (the --out folder of `torchgrade grade`).
+
+    Exit status 1 when a submission matches no student (each is listed with the reason).
+    """
+    from .lms import LMSError, canvas_csv, graded_class, moodle_csv, read_roster
+    from .results import write_atomic
+
+    assignment = _assignment(assignment_path)
+    if lms == "moodle" and roster is None:
+        _fail("moodle needs --roster (Moodle's download names carry no user ID Moodle can import by)")
+    try:
+        grades = graded_class(graded)
+        rows = read_roster(roster) if roster else None
+        text, matching = (canvas_csv if lms == "canvas" else moodle_csv)(grades, assignment, rows, column)
+    except LMSError as e:
+        _fail(str(e))
+    write_atomic(output, text)
+    click.echo(f"wrote {output}: {len(grades) - len(matching.unmatched)} of {len(grades)} submission(s) matched")
+    for row in matching.missing:
+        who = next((v for v in row.values() if v), "?")
+        click.echo(f"no submission: {who}", err=True)
+    for name, why in matching.unmatched:
+        click.echo(f"unmatched: {name}: {why}", err=True)
+    if matching.unmatched:
+        sys.exit(1)
 
 
 @main.command()

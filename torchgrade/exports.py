@@ -1,4 +1,7 @@
-"""Class exports other tools read: a CSV gradebook and JUnit XML; and grades read back from results.json."""
+"""Class exports other tools read: a CSV gradebook and JUnit XML; and grades read back from results.json.
+
+Gradebooks for an LMS (Canvas, Moodle) are in torchgrade/lms.py.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .config import Assignment
-from .scoring import CheckResult, Grade
+from .scoring import Grade
 
 #: Characters XML 1.0 cannot hold at all, even escaped (student output may contain any of them).
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -20,16 +23,9 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def load_grade(path: Path) -> Grade:
     """A Grade read back from a results.json this grader wrote (for resumed, merged and re-paged runs)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    meta = data.get("torchgrade", {})
-    tests = [CheckResult(nodeid=t["name"], name=t["name"], exercise=t.get("exercise", ""), target=t.get("target", ""),
-                         device=t.get("device"), visibility="visible" if t.get("visibility") == "visible" else "hidden",
-                         status=t.get("status", "error"), output=t.get("output", ""),
-                         score=float(t.get("score", 0.0)), max_score=float(t.get("max_score", 0.0)))
-             for t in data["tests"]]
-    return Grade(submission=meta.get("submission", Path(path).parent.name), tests=tests,
-                 execution_time=float(data.get("execution_time", 0.0)), output=data.get("output", ""),
-                 devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"))
+    from .results import read_grade
+
+    return read_grade(json.loads(Path(path).read_text(encoding="utf-8")), Path(path).parent.name)
 
 
 def exercise_scores(grade: Grade, assignment: Assignment) -> dict[str, float]:
@@ -57,16 +53,25 @@ def _xml_text(text: str) -> str:
 
 
 def junit_xml(grades: list[Grade]) -> str:
-    """JUnit XML for CI systems: one testsuite per submission, one testcase per check."""
+    """JUnit XML for CI systems: one testsuite per submission, one testcase per check.
+
+    Valid against the Jenkins xUnit plugin's junit-10.xsd (tests/junit-10.xsd): `skipped` only on a
+    testsuite, `file` only on a testsuite. Each suite names its student in `name`, `package` and
+    `file` (the student's results.json), and each testcase's classname starts with the student's
+    name, so that reporters which group by file or by class keep students apart.
+    """
     root = ET.Element("testsuites", name="torchgrade")
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    totals = dict.fromkeys(("tests", "failures", "errors"), 0)
+    seconds = 0.0
     for g in grades:
         counts = {"tests": len(g.tests), "failures": sum(t.status == "failed" for t in g.tests),
-                  "errors": sum(t.status == "error" for t in g.tests),
-                  "skipped": sum(t.status == "skipped" for t in g.tests)}
+                  "errors": sum(t.status == "error" for t in g.tests)}
         for k, v in counts.items():
             totals[k] += v
-        suite = ET.SubElement(root, "testsuite", name=_xml_text(g.submission), time=f"{g.execution_time:.3f}",
+        seconds += g.execution_time
+        suite = ET.SubElement(root, "testsuite", name=_xml_text(g.submission), package=_xml_text(g.submission),
+                              file=_xml_text(f"{g.submission}/results.json"), time=f"{g.execution_time:.3f}",
+                              skipped=str(sum(t.status == "skipped" for t in g.tests)),
                               **{k: str(v) for k, v in counts.items()})
         props = ET.SubElement(suite, "properties")
         for name, value in (("score", g.score), ("max_score", g.max_score), ("devices", ",".join(g.devices))):
@@ -84,5 +89,6 @@ def junit_xml(grades: list[Grade]) -> str:
                 ET.SubElement(case, "skipped", message=first[:500])
     for k, v in totals.items():
         root.set(k, str(v))
+    root.set("time", f"{seconds:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

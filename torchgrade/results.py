@@ -1,42 +1,114 @@
-"""results.json: Gradescope's autograder format, plus exercise, target, device and status per test."""
+"""results.json: Gradescope's autograder results format, with torchgrade's own fields under `extra_data`.
+
+The file is valid against Gradescope's specification as it is (tests/gradescope_results.schema.json
+transcribes it): per-test `status` is only `passed` or `failed`, torchgrade's finer outcome
+(`passed`/`failed`/`error`/`skipped`) is `extra_data.outcome`, and checks skipped for a device that
+was not graded are not tests at all: their count and reasons are in `output`, and the checks
+themselves in `extra_data.skipped_checks`, so a grade read back (`read_grade`) is the grade written.
+Scores are written at full precision (a float's shortest round-trip form), never rounded per test.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .config import Assignment
-from .scoring import Grade
+from .scoring import CheckResult, Grade
+
+#: Mode of every file torchgrade writes: readable by a web server running as another user
+#: (`set_private(True)`, or `--private`, makes them 0600).
+FILE_MODE = 0o644
+
+
+def set_private(private: bool) -> None:
+    """Write output files readable by their owner only (0600) instead of by everyone (0644)."""
+    global FILE_MODE
+    FILE_MODE = 0o600 if private else 0o644
+
+
+def skip_summary(skipped: list[CheckResult]) -> str:
+    """One line per reason checks were set aside: "11 checks skipped: CUDA is not available"."""
+    reasons = Counter((t.output.split("\n", 1)[0] or "skipped") for t in skipped)
+    return "\n".join(f"{n} check{'s' if n != 1 else ''} skipped: {reason}" for reason, n in
+                     sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _check_data(t: CheckResult) -> dict[str, Any]:
+    return {"exercise": t.exercise, "target": t.target, "device": t.device, "outcome": t.status,
+            "nodeid": t.nodeid, "duration": t.duration, "forbidden": t.forbidden}
 
 
 def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
     """The results.json content for one graded submission."""
-    tests = []
-    for t in grade.tests:
+    tests, skipped, positions = [], [], []
+    for position, t in enumerate(grade.tests):
+        if t.status == "skipped":
+            skipped.append(t)
+            positions.append(position)
+            continue
         tests.append({
             "name": t.name,
-            "exercise": t.exercise,
-            "target": t.target,
-            "device": t.device,
             "visibility": "visible" if t.visibility == "visible" else assignment.hidden_visibility,
-            "status": t.status,
-            "score": round(t.score, 4),
-            "max_score": round(t.max_score, 4),
+            "status": "passed" if t.status == "passed" else "failed",
+            "score": t.score,
+            "max_score": t.max_score,
             "output": t.output,
+            "output_format": "text",  # student text is never rendered as HTML or Markdown
+            "extra_data": _check_data(t),
         })
+    summary = skip_summary(skipped)
+    output = "\n".join(part for part in (grade.output, summary) if part)
     return {
         "score": grade.score,
-        "max_score": grade.max_score,
         "execution_time": grade.execution_time,
-        "output": grade.output,
+        "output": output,
+        "output_format": "text",
+        "extra_data": {
+            "max_score": grade.max_score, "submission": grade.submission, "isolation": grade.isolation,
+            "devices": grade.devices, "assignment": assignment.title, "version": __version__,
+            "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
+            # Where each stood among the checks, so that a grade read back lists them in the same order.
+            "skipped_checks": [{"name": t.name, "output": t.output, "position": position,
+                                "visibility": "visible" if t.visibility == "visible" else "hidden", **_check_data(t)}
+                               for t, position in zip(skipped, positions)],
+        },
         "tests": tests,
-        "torchgrade": {"version": __version__, "submission": grade.submission, "devices": grade.devices,
-                       "isolation": grade.isolation, "assignment": assignment.title},
     }
+
+
+def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
+    """The Grade a results_document was made from (for resumed, merged and re-paged runs)."""
+    meta = data.get("extra_data", {})
+    tests = []
+
+    def result(name, visibility, output, score, max_score, extra) -> CheckResult:
+        return CheckResult(nodeid=extra.get("nodeid", name), name=name, exercise=extra.get("exercise", ""),
+                           target=extra.get("target", ""), device=extra.get("device"),
+                           visibility="visible" if visibility == "visible" else "hidden",
+                           status=extra.get("outcome", "error"), output=output, forbidden=bool(extra.get("forbidden")),
+                           duration=float(extra.get("duration", 0.0)), score=float(score), max_score=float(max_score))
+
+    for t in data["tests"]:
+        tests.append(result(t["name"], t.get("visibility"), t.get("output", ""), t.get("score", 0.0),
+                            t.get("max_score", 0.0), t.get("extra_data", {})))
+    skipped = []
+    everything = list(tests)
+    for s in sorted(meta.get("skipped_checks", []), key=lambda s: int(s.get("position", 1 << 30))):
+        skipped.append(result(s["name"], s.get("visibility"), s.get("output", ""), 0.0, 0.0, s))
+        everything.insert(min(int(s.get("position", len(everything))), len(everything)), skipped[-1])
+    output = data.get("output", "")
+    summary = skip_summary(skipped)
+    if summary and output.endswith(summary):
+        output = output[: -len(summary)].rstrip("\n")
+    return Grade(submission=meta.get("submission", default_name), tests=everything,
+                 execution_time=float(data.get("execution_time", 0.0)), output=output,
+                 devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"))
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -44,6 +116,7 @@ def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; pages are served by web servers running as others
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import results
 from .exports import load_grade
 from .ledger import Ledger, Record
 from .scoring import Grade
@@ -80,6 +81,9 @@ def merge(shard_dirs: list[Path], out: Path) -> tuple[list[Grade], list[Record]]
         folder, record = owner[name]
         if (folder / name).resolve() != (out / name).resolve():
             shutil.copytree(folder / name, out / name, dirs_exist_ok=True)
+            for path in (out / name).rglob("*"):  # the mode this run writes with (--private or not)
+                if path.is_file():
+                    path.chmod(results.FILE_MODE)
         grades.append(load_grade(out / name / "results.json"))
         records.append(record)
     Ledger(out).rewrite(records)
