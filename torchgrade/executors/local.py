@@ -11,6 +11,10 @@ that pool too gets `Crashed`; the others get their grades, and the class goes on
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -40,7 +44,44 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _init_worker() -> None:
+def _watch_parent(parent: int) -> None:
+    """End this worker the moment `parent` (the process that made the pool) ends, however it ends.
+
+    The worker's own parent is the fork server, so a death signal (PR_SET_PDEATHSIG) would fire on
+    the wrong death; a pidfd of the pool's owner becomes readable when it exits. What the worker
+    started ends with it: its sandbox zygote stops when its control socket closes, bubblewrap by
+    --die-with-parent."""
+    import select
+
+    try:
+        fd = os.pidfd_open(parent)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfds (not Linux 5.3+): look every half second
+        def poll() -> None:
+            while os.getppid() != 1:
+                try:
+                    os.kill(parent, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=poll, name="torchgrade-parent-watch", daemon=True).start()
+        return
+
+    def wait() -> None:
+        select.select([fd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)  # at once: no cleanup that could wait on the dead parent
+
+    threading.Thread(target=wait, name="torchgrade-parent-watch", daemon=True).start()
+
+
+def _init_worker(parent: int) -> None:
+    # Ctrl-C reaches the whole foreground process group: the parent handles it (and ends the pool);
+    # a worker printing its own KeyboardInterrupt traceback would only bury the parent's message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(parent)
     import torch
 
     torch.set_num_threads(1)  # N workers on N cores: more threads each would only contend
@@ -60,7 +101,8 @@ class Pool:
         self.jobs = jobs
 
     def _pool(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker)
+        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker,
+                                   initargs=(os.getpid(),))
 
     def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
         queue = deque(submissions)
