@@ -10,9 +10,11 @@ that pool too gets `Crashed`; the others get their grades, and the class goes on
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -35,12 +37,40 @@ class InProcess:
             yield s, job(s)
 
 
+#: The pid of the process that starts the fork server, for the fork server to die with it.
+OWNER_ENV = "TORCHGRADE_POOL_OWNER"
+PR_SET_PDEATHSIG = 1
+
+
+def _bind_fork_server() -> None:
+    """In the fork server (this module is preloaded there): die at once with the process that started
+    it, by a death signal, rather than after an interpreter teardown of seconds (torch is loaded)."""
+    owner = os.environ.get(OWNER_ENV)
+    if owner is None or owner != str(os.getppid()) or not sys.platform.startswith("linux"):
+        return  # not the fork server: the pool's owner, or a worker (those watch the owner themselves)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if str(os.getppid()) != owner:  # the owner died before the signal was armed
+        os._exit(1)
+
+
+_bind_fork_server()
+
+
 def _context() -> multiprocessing.context.BaseContext:
     """Workers are forked from multiprocessing's fork server, a clean process (no threads, nothing of
     this one) that imports torch and the engine once for all of them: a worker then starts in
     milliseconds, where a spawned one spends a second of CPU importing torch again."""
+    # A death signal fires when the *thread* that started the process ends: only the main thread
+    # lives as long as this process, so the fork server is bound only when started from it.
+    if threading.current_thread() is threading.main_thread():
+        os.environ[OWNER_ENV] = str(os.getpid())
+    else:
+        os.environ.pop(OWNER_ENV, None)
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torchgrade.session"])
+    context.set_forkserver_preload(["torchgrade.executors.local", "torchgrade.session"])
     return context
 
 
@@ -91,6 +121,13 @@ def _init_worker(parent: int) -> None:
     start_early()
 
 
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool's workers now (the interpreter's exit would otherwise wait for their submissions)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.kill()
+
+
 class Pool:
     """A pool of `jobs` worker processes that survives the death of any of them."""
 
@@ -117,7 +154,11 @@ class Pool:
             for s in suspects:
                 pool = pool or self._pool(1)
                 future = pool.submit(job, s)
-                error = future.exception()
+                try:
+                    error = future.exception()
+                except BaseException:
+                    _kill_workers(pool)
+                    raise
                 if isinstance(error, BrokenProcessPool):
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = None
@@ -168,5 +209,8 @@ class Pool:
                     inflight.clear()
                     return suspects
             return []
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM, an error): nothing waits for the work in flight
+            _kill_workers(pool)
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
