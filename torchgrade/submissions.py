@@ -181,13 +181,14 @@ def _kids(folder: Path, exercises: tuple[str, ...]) -> list[Path]:
 
 def _is_one_submission(folder: Path, exercises: tuple[str, ...]) -> bool:
     """A folder given as PATH is one submission (not a class): a repository, or exercise files at its top
-    (unless two entries or more beside them hold work: then they are stray files of a class), or its
-    only work in an exercises/ folder."""
+    (unless more entries beside them hold work than there are such files, two at least: then they are
+    stray files at the top of a class), or its only work in an exercises/ folder."""
     if (folder / ".git").exists():
         return True
     kids = _kids(folder, exercises)
-    if _exercise_files(folder, exercises):
-        return len(kids) < 2
+    top = _exercise_files(folder, exercises)
+    if top:
+        return len(kids) < 2 or len(kids) <= len(top)
     return len(kids) == 1 and kids[0].is_dir() and kids[0].name in _WORK_FOLDERS
 
 
@@ -207,7 +208,7 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
             notes.append(f"{p}: skipped, it is (or holds) the output folder --out")
             continue
         if p.is_symlink():
-            entries.append((_student_name(p.name), Submission("", None, refused=(
+            entries.append((_student_name(p.name), Submission("", p, refused=(
                 f"{p.name} is a link, and links are not followed out of a submission: hand in the files themselves"))))
             continue
         if p.is_dir():
@@ -339,9 +340,11 @@ def _members(submission: Submission, notes: list[str]) -> list[tuple[str, Path]]
 
 def content_hash(submission: Submission) -> str:
     """sha256 of what the student handed in: a zip's bytes, or a folder's file names and contents."""
-    if submission.refused:
-        return "unreadable:refused"
     digest = hashlib.sha256()
+    if submission.refused:  # a link: what it says it points to (never what is there)
+        with contextlib.suppress(OSError, TypeError):
+            digest.update(os.fsencode(os.readlink(submission.source)))
+        return "refused:" + digest.hexdigest()
     notes: list[str] = []
     try:
         if not submission.files and submission.source is not None and submission.source.is_file():
