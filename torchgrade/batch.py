@@ -150,20 +150,22 @@ class OutputError(Exception):
     """--out cannot be written (not writable, under a file, a full disk): one line for the instructor."""
 
 
-def describe_os_error(out: Path, error: OSError) -> str:
-    """One line for an OSError met while writing --out."""
-    where = error.filename or out
+def describe_os_error(out: Path, error: OSError, aliases: dict[str, str] | None = None) -> str:
+    """One line for an OSError met while writing --out (`aliases`: a private path by the path it stands for)."""
+    where = str(error.filename or out)
+    for private, public in (aliases or {}).items():
+        where = where.replace(private, public)
     return (f"cannot write {where}: {error.strerror or error} (--out {out}; every submission graded before "
             f"is recorded there: fix this and run the same command to grade the rest)")
 
 
 @contextlib.contextmanager
-def writing(out: Path) -> Iterator[None]:
+def writing(out: Path, aliases: dict[str, str] | None = None) -> Iterator[None]:
     """Turn an OSError met while writing into --out into an OutputError of one line."""
     try:
         yield
     except OSError as e:
-        raise OutputError(describe_os_error(out, e)) from None
+        raise OutputError(describe_os_error(out, e, aliases)) from None
 
 
 def student_folder(out: Path, name: str) -> Path:
@@ -180,7 +182,7 @@ def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
     first, then put in place by a rename (no name of a student starts with a dot)."""
     folder = student_folder(out, grade.submission)
     partial, old = out / f".{grade.submission}.partial", out / f".{grade.submission}.old"
-    with writing(out):
+    with writing(out, {str(partial): str(folder)}):
         try:
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir(parents=True)

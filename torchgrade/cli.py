@@ -126,7 +126,7 @@ def _check_out(out: Path) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),  # checked by _check_out: one line
               help="Output folder: <submission>/results.json and report.html, index.html, grades.csv, junit.xml.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes (each imports torch once and grades many submissions).")
