@@ -76,7 +76,7 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
             with staged(submission, names) as stage:
                 grade = _session(assignment, device, only).grade(stage.folder)
             if stage.notes:  # where the files were found, links left out: the student sees why
-                grade.output = "\n".join([*(f"Note: {n}" for n in stage.notes), grade.output]).strip()
+                grade.output = "\n".join([*stage.notes, grade.output]).strip()
         except SubmissionUnreadable as e:
             grade = unreadable(submission, assignment, str(e))
         except GradingError:

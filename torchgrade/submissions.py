@@ -133,8 +133,7 @@ def survey(paths: list[Path], exercises: tuple[str, ...], out: Path | None = Non
             _check_zip(path)
             entries.append((path.name[:-4], Submission("", path)))
         elif _is_one_submission(path, exercises):
-            real = Path(os.path.realpath(path))  # `.` is named too; repo/exercises after its repository
-            entries.append((real.parent.name if real.name in _WORK_FOLDERS else real.name, Submission("", path)))
+            entries.append((Path(os.path.realpath(path)).name, Submission("", path)))  # `.` too
         else:
             found = _class_entries(path, exercises, out_real, result.notes)
             if not found:
