@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -191,7 +192,11 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         bar.close()
         click.echo("torchgrade: interrupted; every submission graded so far is recorded: run the same command "
                    "to grade the rest", err=True)
-        sys.exit(143 if isinstance(e, _Terminated) else 130)
+        if isinstance(e, _Terminated):  # asked to stop: no interpreter teardown of seconds (torch is loaded)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(143)
+        sys.exit(130)
     finally:
         signal.signal(signal.SIGTERM, previous)
         bar.close()

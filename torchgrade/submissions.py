@@ -127,22 +127,29 @@ def survey(paths: list[Path], exercises: tuple[str, ...], out: Path | None = Non
             raise InputError(f"{path}: no such file or folder")
         if not path.exists():
             raise InputError(f"{path}: a link to nothing")
-        if path.is_file():
-            if path.suffix.lower() != ".zip":
-                raise InputError(f"{path}: not a submission (expected a folder or a .zip file)")
-            _check_zip(path)
-            entries.append((path.name[:-4], Submission("", path)))
-        elif _is_one_submission(path, exercises):
-            entries.append((Path(os.path.realpath(path)).name, Submission("", path)))  # `.` too
-        else:
-            found = _class_entries(path, exercises, out_real, result.notes)
-            if not found:
-                names = ", ".join(f"{n}.py" for n in exercises[:3])
-                raise InputError(f"{path}: not a submission (no {names}, ...) and holds no submission folders "
-                                 f"or .zip files")
-            entries.extend(found)
+        try:
+            entries.extend(_path_entries(path, exercises, out_real, result.notes))
+        except OSError as e:
+            raise InputError(f"{path}: cannot be read ({e.strerror or e})") from None
     result.submissions = _unique(entries)
     return result
+
+
+def _path_entries(path: Path, exercises: tuple[str, ...], out_real: str | None,
+                  notes: list[str]) -> list[tuple[str, Submission]]:
+    """The submissions one PATH holds, with their raw names."""
+    if path.is_file():
+        if path.suffix.lower() != ".zip":
+            raise InputError(f"{path}: not a submission (expected a folder or a .zip file)")
+        _check_zip(path)
+        return [(path.name[:-4], Submission("", path))]
+    if _is_one_submission(path, exercises):
+        return [(Path(os.path.realpath(path)).name, Submission("", path))]  # `.` too
+    found = _class_entries(path, exercises, out_real, notes)
+    if not found:
+        names = ", ".join(f"{n}.py" for n in exercises[:3])
+        raise InputError(f"{path}: not a submission (no {names}, ...) and holds no submission folders or .zip files")
+    return found
 
 
 def _exercise_files(folder: Path, exercises: tuple[str, ...]) -> list[str]:

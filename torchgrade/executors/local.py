@@ -42,11 +42,23 @@ OWNER_ENV = "TORCHGRADE_POOL_OWNER"
 PR_SET_PDEATHSIG = 1
 
 
+def _in_fork_server() -> bool:
+    """Whether this import is the fork server's preload (its main loop is on the stack)."""
+    from multiprocessing import forkserver
+
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is forkserver.main.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _bind_fork_server() -> None:
     """In the fork server (this module is preloaded there): die at once with the process that started
     it, by a death signal, rather than after an interpreter teardown of seconds (torch is loaded)."""
     owner = os.environ.get(OWNER_ENV)
-    if owner is None or owner != str(os.getppid()) or not sys.platform.startswith("linux"):
+    if owner is None or owner != str(os.getppid()) or not sys.platform.startswith("linux") or not _in_fork_server():
         return  # not the fork server: the pool's owner, or a worker (those watch the owner themselves)
     with contextlib.suppress(Exception):
         import ctypes
