@@ -158,8 +158,10 @@ def own_file_names(root: Path) -> Expected:
     student(root / "junit.xml", "reference")
     student(root / "50%off", "stub")
     student(root / ".hidden", "reference")  # a folder starting with '.' is hidden: skipped
+    student(Path(os.fsdecode(os.fsencode(root) + b"/caf\xe9")), "stub")  # a name that is not UTF-8
     return Expected({"ledger.jsonl-2": FULL_MARKS, "grades.csv-2": FULL_MARKS, "index.html-2": FULL_MARKS,
-                     "unnamed": FULL_MARKS, "a#1": FULL_MARKS, "junit.xml-2": FULL_MARKS, "50%off": 0.0})
+                     "unnamed": FULL_MARKS, "a#1": FULL_MARKS, "junit.xml-2": FULL_MARKS, "50%off": 0.0,
+                     "caf\ufffd": 0.0})
 
 
 def links(root: Path) -> Expected:

@@ -63,7 +63,7 @@ def test_links_in_index_html_are_url_encoded_and_lead_to_each_report(course, tmp
     page = (out / "index.html").read_text()
     hrefs = re.findall(r'href="([^"]+/report\.html)"', page)
     assert 'href="a%231/report.html"' in page and 'href="50%25off/report.html"' in page
-    assert len(hrefs) == 7
+    assert len(hrefs) == 8
     for href in hrefs:
         assert (out / unquote(href)).is_file(), href
     # torchgrade's own files are still its own
@@ -74,7 +74,8 @@ def test_links_in_index_html_are_url_encoded_and_lead_to_each_report(course, tmp
 @pytest.mark.parametrize("raw, safe", [
     ("alice", "alice"), ("..", "unnamed"), ("", "unnamed"), (".hidden", "hidden"), ("a/b", "a_b"),
     ("a\\b", "a_b"), ("tab\there", "tab_here"), ("Full Name_12345", "Full Name_12345"), ("x. ", "x"),
-    ("a#1", "a#1"), ("50%off", "50%off"), ("x" * 300, "x" * 100),
+    ("a#1", "a#1"), ("50%off", "50%off"), ("x" * 300, "x" * 150), ("é" * 100, "é" * 75),
+    ("cafe\u0301", "café"), (os.fsdecode(b"caf\xe9"), "caf\ufffd"), (".. ..", "unnamed"),
 ])
 def test_a_safe_name_never_leaves_its_folder(raw, safe):
     assert safe_name(raw) == safe
@@ -208,3 +209,26 @@ def test_a_zip_bomb_is_refused_as_that_students_error(tmp_path):
     with pytest.raises(SubmissionUnreadable, match="more than"):
         with staged(Submission("bomb", path), ("tensors",)):
             pass
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_packed_submission_stages_as_the_original_does(tmp_path, layout):
+    """What a Dask worker gets (the submission as zip bytes) holds what grading here would see."""
+    from torchgrade.submissions import packed
+
+    cls = tmp_path / "class"
+    cls.mkdir()
+    LAYOUTS[layout](cls)
+
+    def listing(submission):
+        with staged(submission, ("tensors",)) as stage:
+            return sorted((p.relative_to(stage.folder).as_posix(), p.read_bytes())
+                          for p in stage.folder.rglob("*") if p.is_file())
+
+    for s in discover([cls], ("tensors",)):
+        if s.refused:
+            continue
+        copy = tmp_path / "packed" / f"{s.name}.zip"
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(packed(s))
+        assert listing(Submission(s.name, copy)) == listing(s), s.name

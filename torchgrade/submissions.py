@@ -23,6 +23,7 @@ import re
 import shutil
 import stat
 import tempfile
+import unicodedata
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -86,8 +87,14 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
 
 
 def safe_name(raw: str) -> str:
-    """A folder name for outputs: no separators or control characters, no leading dot, never empty."""
-    name = _UNSAFE.sub("_", raw).strip().lstrip(".").rstrip(". ")[:100].rstrip(". ")
+    """A folder name for outputs: no separators or control characters, no leading dot, never empty,
+    valid UTF-8 (a file name of other bytes would crash every writer of JSON), NFC (as macOS zips
+    spell it otherwise), at most 150 bytes."""
+    name = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    name = _UNSAFE.sub("_", unicodedata.normalize("NFC", name)).strip().lstrip(".")
+    while len(name.encode("utf-8")) > 150:
+        name = name[:-1]
+    name = name.rstrip(". ")
     return name or "unnamed"
 
 
