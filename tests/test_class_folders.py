@@ -81,6 +81,18 @@ def test_a_safe_name_never_leaves_its_folder(raw, safe):
     assert safe_name(raw) == safe
 
 
+def test_any_file_name_gives_one_folder_directly_inside_out(tmp_path):
+    import random
+
+    rng = random.Random(13)
+    alphabet = "./\\ \t\n\x00#%?&é\u0301\udcff~$*:" + "ab"
+    for _ in range(2000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        name = safe_name(raw)
+        assert student_folder(tmp_path, name).parent == tmp_path, (raw, name)
+        name.encode("utf-8")  # writable into JSON and HTML
+
+
 @pytest.mark.parametrize("name", ["..", ".", "", "a/b", "../escape"])
 def test_an_output_folder_outside_out_is_refused(tmp_path, name):
     with pytest.raises(OutputError):

@@ -210,6 +210,24 @@ def test_a_damaged_ledger_line_is_ignored_and_the_others_are_kept(tmp_path, kind
     assert parse_record(json.dumps(GOOD).encode()) == Record(**GOOD)
 
 
+def test_no_damage_to_a_line_makes_the_ledger_fail(tmp_path):
+    """Random bytes, and a sound line with random bytes flipped, cut or doubled: load never raises."""
+    import random
+
+    rng = random.Random(13)
+    sound = json.dumps(GOOD).encode()
+    lines = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) for _ in range(300)]
+    for _ in range(700):
+        line = bytearray(sound)
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(line))
+            line[at] = rng.choice(b'{}[]":,0123456789.-etnrufals\\xff\x00 ' + bytes([rng.randrange(256)]))
+        lines.append(bytes(line[: rng.randrange(len(line) + 1)] if rng.random() < 0.3 else line))
+    Ledger(tmp_path).path.write_bytes(b"\n".join(lines))
+    for record in Ledger(tmp_path).load().values():  # whatever survives is a sound record
+        assert parse_record(json.dumps(record.__dict__).encode()) == record
+
+
 @pytest.mark.parametrize("kind", ["not UTF-8", "score is a string", "name is a list", "nested deep"])
 def test_a_rerun_over_a_damaged_ledger_grades_that_student_again_and_each_once(course, tmp_path, kind):
     cls = copy_class({n: "reference" for n in NAMES}, tmp_path / "class")
