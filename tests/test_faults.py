@@ -355,3 +355,26 @@ def _thread_names() -> list[str]:
     import threading
 
     return [t.name for t in threading.enumerate()]
+
+
+def test_a_regrade_that_cannot_be_written_keeps_the_previous_results(course, tmp_path, monkeypatch):
+    cls = copy_class({n: "reference" for n in NAMES}, tmp_path / "class")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, grade_args(course, cls, out)).exit_code == 0
+    student(cls / "bob", "stub")  # bob hands in again; the disk is full when his new results go in
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if Path(src).name == ".bob.partial":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    result = CliRunner().invoke(main, grade_args(course, cls, out))
+    assert_one_line_exit_2(result, "No space left on device")
+    monkeypatch.undo()
+    assert json.loads((out / "bob" / "results.json").read_text())["score"] == FULL_MARKS  # the old ones, whole
+    rerun = CliRunner().invoke(main, grade_args(course, cls, out))
+    assert rerun.exit_code == 0 and "graded 1, skipped 2 already graded" in rerun.output, rerun.output
+    assert json.loads((out / "bob" / "results.json").read_text())["score"] == 0.0
+    assert ledger_names(out) == NAMES

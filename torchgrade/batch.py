@@ -171,8 +171,9 @@ def writing(out: Path, aliases: dict[str, str] | None = None) -> Iterator[None]:
 def student_folder(out: Path, name: str) -> Path:
     """DIR/<name>, refused unless it is a folder directly inside DIR (names come from student files)."""
     folder = out / name
-    if name in ("", ".", "..") or folder.parent != out or os.path.realpath(folder.parent) != os.path.realpath(out) \
-            or (folder.is_symlink()) or os.path.dirname(os.path.realpath(folder)) != os.path.realpath(out):
+    # realpath: a name that is a link already in DIR (to anywhere, DIR itself included) is refused too
+    if name in ("", ".", "..") or folder.parent != out or folder.is_symlink() \
+            or os.path.dirname(os.path.realpath(folder)) != os.path.realpath(out):
         raise OutputError(f"refusing to write {name!r}: not a folder inside --out {out}")
     return folder
 
@@ -183,6 +184,7 @@ def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
     folder = student_folder(out, grade.submission)
     partial, old = out / f".{grade.submission}.partial", out / f".{grade.submission}.old"
     with writing(out, {str(partial): str(folder)}):
+        moved = False  # the previous results are set aside, and must come back if the new ones don't go in
         try:
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir(parents=True)
@@ -191,8 +193,13 @@ def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
             if folder.exists():
                 os.rename(folder, old)
+                moved = True
             os.rename(partial, folder)
+            moved = False
         finally:
+            if moved:
+                with contextlib.suppress(OSError):
+                    os.rename(old, folder)
             shutil.rmtree(partial, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
 
