@@ -168,7 +168,7 @@ def links(root: Path) -> Expected:
     (root).mkdir(parents=True, exist_ok=True)
     os.symlink(ROOT / "reference", root / "mallory")  # a class entry that is a link to the reference
     repo = root / "eve"  # a repository whose exercises/ is such a link
-    write(repo / ".gitignore", "")
+    write(repo / ".git" / "HEAD", "ref: refs/heads/main\n")
     os.symlink(ROOT / "reference", repo / "exercises")
     frank = root / "frank"
     frank.mkdir()
