@@ -244,3 +244,15 @@ def test_a_packed_submission_stages_as_the_original_does(tmp_path, layout):
         copy.parent.mkdir(exist_ok=True)
         copy.write_bytes(packed(s))
         assert listing(Submission(s.name, copy)) == listing(s), s.name
+
+
+def test_an_output_folder_inside_a_single_submission_is_not_part_of_it(course, tmp_path, monkeypatch):
+    repo = tmp_path / "hw1-alice"
+    write(repo / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(repo / "exercises" / "tensors.py", REFERENCE)
+    monkeypatch.chdir(repo)
+    args = ["grade", ".", "--out", "reports", "--device", "cpu", "--assignment", str(course.path), "--no-progress"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0 and "hw1-alice: 5 / 5" in first.output, first.output
+    second = CliRunner().invoke(main, args)  # its results are no new version of the student's work
+    assert second.exit_code == 0 and "graded 0, skipped 1 already graded" in second.output, second.output

@@ -226,7 +226,7 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
                 f"{p.name} is a link, and links are not followed out of a submission: hand in the files themselves"))))
             continue
         if p.is_dir():
-            if (p / "ledger.jsonl").is_file():
+            if _is_output(str(p)):
                 notes.append(f"{p}: skipped, it is an output folder of torchgrade (it holds ledger.jsonl)")
                 continue
             moodle = _MOODLE.match(p.name)
@@ -334,13 +334,20 @@ def _collect(root: Path, notes: list[str]) -> list[tuple[str, Path]]:
                 continue
             if stat.S_ISDIR(info.st_mode) and not e.name.startswith("."):
                 real = os.path.realpath(path)
-                if real not in seen:  # a link to a folder above it would loop
+                # torchgrade's own output (--out inside the submission) is no work; a link to a folder
+                # above it would loop
+                if not _is_output(path) and real not in seen:
                     walk(path, f"{name}/", seen | {real})
             elif stat.S_ISREG(info.st_mode):
                 files.append((name, Path(path)))
 
     walk(real_root, "", frozenset({real_root}))
     return files
+
+
+def _is_output(folder: str) -> bool:
+    """Whether a folder is an output folder of torchgrade (its lock file or its ledger)."""
+    return os.path.isfile(os.path.join(folder, ".torchgrade.lock")) or os.path.isfile(os.path.join(folder, "ledger.jsonl"))
 
 
 def _members(submission: Submission, notes: list[str]) -> list[tuple[str, Path]]:
