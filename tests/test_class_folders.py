@@ -170,13 +170,19 @@ def test_the_output_folder_inside_the_class_is_skipped_with_a_note(course, tmp_p
     assert first.exit_code == 0, first.output
     second = CliRunner().invoke(main, args)
     assert second.exit_code == 0, second.output
-    assert "reports: skipped, it is (or holds) the output folder --out" in second.output
+    assert "reports: skipped, it is the output folder --out" in second.output
     assert "graded 0, skipped 2 already graded, 2 in the class" in second.output
     # and an earlier output folder by another name is no student either
     third = CliRunner().invoke(main, [*args[:3], str(tmp_path / "elsewhere"), *args[4:]])
     assert third.exit_code == 0, third.output
     assert "it is an output folder of torchgrade" in third.output
     assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir() if p.is_dir()) == ["alice", "bob"]
+    # --out inside a student's folder: the student is graded, without it
+    inside = [*args[:3], str(cls / "alice" / "out"), *args[4:]]
+    for run in range(2):
+        result = CliRunner().invoke(main, inside)
+        assert result.exit_code == 0, result.output
+        assert f"graded {2 - 2 * run}, skipped {2 * run} already graded, 2 in the class" in result.output
 
 
 @pytest.mark.parametrize("kind", sorted(ARCHIVES))

@@ -218,8 +218,8 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
         if hidden or p.name in _SKIP_DIRS:  # .DS_Store, .git; but a zip called ...zip is a student's
             continue
         real = os.path.realpath(p)
-        if out_real is not None and (real == out_real or out_real.startswith(real + os.sep)):
-            notes.append(f"{p}: skipped, it is (or holds) the output folder --out")
+        if real == out_real:  # one that only holds --out is graded, without it (see _collect)
+            notes.append(f"{p}: skipped, it is the output folder --out")
             continue
         if p.is_symlink():
             entries.append((_student_name(p.name), Submission("", p, refused=(
@@ -227,7 +227,7 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
             continue
         if p.is_dir():
             if _is_output(str(p)):
-                notes.append(f"{p}: skipped, it is an output folder of torchgrade (it holds ledger.jsonl)")
+                notes.append(f"{p}: skipped, it is an output folder of torchgrade (it holds ledger.jsonl or .torchgrade.lock)")
                 continue
             moodle = _MOODLE.match(p.name)
             if moodle:
@@ -346,8 +346,9 @@ def _collect(root: Path, notes: list[str]) -> list[tuple[str, Path]]:
 
 
 def _is_output(folder: str) -> bool:
-    """Whether a folder is an output folder of torchgrade (its lock file or its ledger)."""
-    return os.path.isfile(os.path.join(folder, ".torchgrade.lock")) or os.path.isfile(os.path.join(folder, "ledger.jsonl"))
+    """Whether a folder is an output folder of torchgrade: its lock file (there from the start of a run)
+    or its ledger. (A student who hands in such a folder only hides it from themselves.)"""
+    return any(os.path.isfile(os.path.join(folder, n)) for n in (".torchgrade.lock", "ledger.jsonl"))
 
 
 def _members(submission: Submission, notes: list[str]) -> list[tuple[str, Path]]:
