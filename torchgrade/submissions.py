@@ -227,7 +227,8 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
             continue
         if p.is_dir():
             if _is_output(str(p)):
-                notes.append(f"{p}: skipped, it is an output folder of torchgrade (it holds ledger.jsonl or .torchgrade.lock)")
+                notes.append(f"{p}: skipped, it is an output folder of torchgrade "
+                             f"(it holds ledger.jsonl or .torchgrade.lock)")
                 continue
             moodle = _MOODLE.match(p.name)
             if moodle:
