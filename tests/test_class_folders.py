@@ -17,7 +17,7 @@ from torchgrade.config import load_assignment
 from torchgrade.submissions import Submission, discover, safe_name, staged, survey
 
 from class_folders import ARCHIVES, LAYOUTS, REFERENCE, STUB, write, zip_of
-from tiny_course import FULL_MARKS, ROOT, make_course, student, zipped
+from tiny_course import FULL_MARKS, ROOT, make_course, student
 
 
 @pytest.fixture(scope="module")
