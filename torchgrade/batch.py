@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
+from urllib.parse import quote
 
 from .config import Assignment, load_assignment
 from .exports import grades_csv, junit_xml, load_grade
@@ -25,7 +27,7 @@ from .ledger import Ledger, Record, grader_key
 from .report import write_report
 from .results import write_atomic, write_results
 from .scoring import CheckResult, Grade, assign_points
-from .submissions import Submission, SubmissionUnreadable, content_hash, unpacked
+from .submissions import Submission, SubmissionUnreadable, content_hash, staged
 
 #: What a grade's rows say when the grader itself failed on a submission (not the student's fault).
 GRADER_FAILED = "grader error (not your fault; please report it): {why}"
@@ -71,8 +73,10 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
     names = tuple(e.name for e in assignment.exercises)
     with _lock:
         try:
-            with unpacked(submission, names) as folder:
-                grade = _session(assignment, device, only).grade(folder)
+            with staged(submission, names) as stage:
+                grade = _session(assignment, device, only).grade(stage.folder)
+            if stage.notes:  # where the files were found, links left out: the student sees why
+                grade.output = "\n".join([*stage.notes, grade.output]).strip()
         except SubmissionUnreadable as e:
             grade = unreadable(submission, assignment, str(e))
         except GradingError:
@@ -142,10 +146,67 @@ class GradeJob:
 
 # --- outputs ---
 
+class OutputError(Exception):
+    """--out cannot be written (not writable, under a file, a full disk): one line for the instructor."""
+
+
+def describe_os_error(out: Path, error: OSError, aliases: dict[str, str] | None = None) -> str:
+    """One line for an OSError met while writing --out (`aliases`: a private path by the path it stands for)."""
+    where = str(error.filename or out)
+    for private, public in (aliases or {}).items():
+        where = where.replace(private, public)
+    return (f"cannot write {where}: {error.strerror or error} (--out {out}; every submission graded before "
+            f"is recorded there: fix this and run the same command to grade the rest)")
+
+
+@contextlib.contextmanager
+def writing(out: Path, aliases: dict[str, str] | None = None) -> Iterator[None]:
+    """Turn an OSError met while writing into --out into an OutputError of one line."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputError(describe_os_error(out, e, aliases)) from None
+
+
+def student_folder(out: Path, name: str) -> Path:
+    """DIR/<name>, refused unless it is a folder directly inside DIR (names come from student files)."""
+    folder = out / name
+    # realpath: a name that is a link already in DIR (to anywhere, DIR itself included) is refused too
+    if name in ("", ".", "..") or folder.parent != out or folder.is_symlink() \
+            or os.path.dirname(os.path.realpath(folder)) != os.path.realpath(out):
+        raise OutputError(f"refusing to write {name!r}: not a folder inside --out {out}")
+    return folder
+
+
 def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
-    """DIR/<submission>/results.json and report.html."""
-    write_results(grade, assignment, out / grade.submission / "results.json")
-    write_report(grade, assignment, out / grade.submission / "report.html")
+    """DIR/<submission>/results.json and report.html, both or neither: written into a hidden folder
+    first, then put in place by a rename (no name of a student starts with a dot)."""
+    folder = student_folder(out, grade.submission)
+    partial, old = out / f".{grade.submission}.partial", out / f".{grade.submission}.old"
+    with writing(out, {str(partial): str(folder)}):
+        moved = False  # the previous results are set aside, and must come back if the new ones don't go in
+        try:
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            write_results(grade, assignment, partial / "results.json")
+            write_report(grade, assignment, partial / "report.html")
+            shutil.rmtree(old, ignore_errors=True)
+            if folder.exists():
+                os.rename(folder, old)
+                moved = True
+            os.rename(partial, folder)
+            moved = False
+        finally:
+            if moved:
+                with contextlib.suppress(OSError):
+                    os.rename(old, folder)
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def report_link(name: str) -> str:
+    """The link from index.html to a student's report: the name URL-encoded (a#1, 50%off)."""
+    return f"{quote(name, safe='')}/report.html"
 
 
 def write_class_pages(grades: list[Grade], assignment: Assignment, out: Path) -> None:
@@ -153,10 +214,11 @@ def write_class_pages(grades: list[Grade], assignment: Assignment, out: Path) ->
     from .overview import render_index
 
     grades = sorted(grades, key=lambda g: g.submission)
-    links = {g.submission: f"{g.submission}/report.html" for g in grades}
-    write_atomic(out / "index.html", render_index(grades, assignment, links))
-    write_atomic(out / "grades.csv", grades_csv(grades, assignment))
-    write_atomic(out / "junit.xml", junit_xml(grades))
+    links = {g.submission: report_link(g.submission) for g in grades}
+    with writing(out):
+        write_atomic(out / "index.html", render_index(grades, assignment, links))
+        write_atomic(out / "grades.csv", grades_csv(grades, assignment))
+        write_atomic(out / "junit.xml", junit_xml(grades))
 
 
 def _record(name: str, content: str, key: str, grade: Grade) -> Record:
@@ -168,6 +230,14 @@ def _record(name: str, content: str, key: str, grade: Grade) -> Record:
                   exercise_seconds=per)
 
 
+def _outcomes(executor, job: GradeJob, todo: list[Submission], assignment: Assignment):
+    """The executor's outcomes; a refused submission (a link out of the class) is graded here, as errors."""
+    for s in todo:
+        if s.refused:
+            yield s, unreadable(s, assignment, s.refused)
+    yield from executor.run(job, [s for s in todo if not s.refused])
+
+
 class OutputBusy(Exception):
     """Another torchgrade run is writing to the same output folder."""
 
@@ -175,13 +245,16 @@ class OutputBusy(Exception):
 @contextlib.contextmanager
 def locked(out: Path) -> Iterator[None]:
     """Hold DIR/.torchgrade.lock while writing DIR, so two runs never interleave their records."""
-    out.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
+        with writing(out):
+            out.mkdir(parents=True, exist_ok=True)
         yield
         return
-    fd = os.open(out / ".torchgrade.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    with writing(out):  # before anything is graded: an unwritable --out is one line, not a lost run
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / ".torchgrade.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,7 +291,8 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
     executor = executor or InProcess()
     key = grader_key(assignment, device=device, only=only)
     ledger = Ledger(out)
-    known = {} if force else ledger.load()
+    with writing(out):
+        known = {} if force else ledger.load()
     hashes = {s.name: content_hash(s) for s in submissions}
     result = BatchResult()
     done: dict[str, tuple[Grade, Record]] = {}
@@ -228,11 +302,11 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
         if record is not None and record.content == hashes[s.name] and record.grader == key \
                 and not record.content.startswith("unreadable:"):
             try:
-                done[s.name] = (load_grade(out / s.name / "results.json"), record)
+                done[s.name] = (load_grade(student_folder(out, s.name) / "results.json"), record)
                 result.skipped.append(s.name)
                 continue
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # the record's files are gone or damaged: grade again
+            except Exception:  # noqa: BLE001  the record's files are gone or damaged: grade again
+                pass
         todo.append(s)
     if on_start:
         on_start(len(todo), len(result.skipped))
@@ -241,7 +315,7 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
     with tempfile.TemporaryDirectory(prefix="torchgrade-reference-") if shares else contextlib.nullcontext() as folder:
         job = GradeJob(str(assignment.path), device, tuple(only),
                        str(Path(folder) / "reference.msgpack") if folder else None)
-        for s, outcome in executor.run(job, todo):
+        for s, outcome in _outcomes(executor, job, todo, assignment):
             if isinstance(outcome, Grade):
                 grade = outcome
                 grade.submission = s.name
@@ -250,14 +324,16 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
                 result.crashed.append(s.name)
             write_outputs(grade, assignment, out)
             record = _record(s.name, hashes[s.name], key, grade)
-            ledger.append(record)
+            with writing(out):
+                ledger.append(record)
             done[s.name] = (grade, record)
             result.graded.append(s.name)
             if on_grade:
                 on_grade(grade, record)
     # One record per submission of this run, in order: the ledger is the index of DIR.
     result.records = [done[s.name][1] for s in submissions]
-    ledger.rewrite(result.records)
+    with writing(out):
+        ledger.rewrite(result.records)
     result.grades = [done[s.name][0] for s in submissions]
     if len(result.grades) > 1:
         write_class_pages(result.grades, assignment, out)

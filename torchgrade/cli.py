@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -168,9 +170,27 @@ class ShardType(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+class _Terminated(Exception):
+    """The run was sent SIGTERM."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated()
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an --out that cannot be a folder, before anything is graded."""
+    for parent in [out, *out.parents]:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                _fail(f"{out}: {'exists and ' if parent == out else f'{parent} '}is not a folder"
+                      + ("" if parent == out else " (--out must be a folder path)"))
+            return
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),  # checked by _check_out: one line
               help="Output folder: <submission>/results.json and report.html, index.html, grades.csv, junit.xml.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes (each imports torch once and grades many submissions).")
@@ -195,20 +215,22 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     Resumable: each graded submission is recorded in DIR/ledger.jsonl as it completes, and a re-run
     skips what this grader already graded from the same files.
     """
-    from .batch import OutputBusy, grade_class, locked
+    from .batch import OutputBusy, OutputError, grade_class, locked
     from .executors import make_executor
     from .progress import Progress, summary_lines
     from .results import set_private
-    from .submissions import InputError, discover
+    from .submissions import InputError, survey
 
     set_private(private)
     assignment = _assignment(assignment_path, checks="all")
+    _check_out(out)
     try:
-        submissions = discover(list(paths), tuple(e.name for e in assignment.exercises))
+        found = survey(list(paths), tuple(e.name for e in assignment.exercises), out)
     except InputError as e:
         _fail(str(e))
-    if out.exists() and not out.is_dir():
-        _fail(f"{out}: exists and is not a folder")
+    submissions = found.submissions
+    for note in found.notes:
+        click.echo(f"torchgrade: note: {note}", err=True)
     if executor == "dask":
         from .executors.dask import available
 
@@ -223,18 +245,26 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     if executor == "local" and jobs == 1:
         start_early()  # graded in this process
     bar = Progress(enabled=progress)
+    previous = signal.signal(signal.SIGTERM, _terminated)  # a SIGTERM ends the run as Ctrl-C does
     try:
         with locked(out):
             result = grade_class(submissions, assignment, out, executor=make_executor(executor, jobs, scheduler),
                                  device=device, force=force, on_start=bar.start, on_grade=bar.graded)
-    except (GradingError, OutputBusy) as e:
+    except (GradingError, OutputBusy, OutputError) as e:
+        bar.close()
         _fail(str(e))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated) as e:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: no traceback of the way out
         bar.close()
         click.echo("torchgrade: interrupted; every submission graded so far is recorded: run the same command "
                    "to grade the rest", err=True)
+        if isinstance(e, _Terminated):  # asked to stop: no interpreter teardown of seconds (torch is loaded)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(143)
         sys.exit(130)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         bar.close()
     for line in summary_lines(result.records, result.graded, result.skipped, result.crashed, result.seconds):
         click.echo(line)

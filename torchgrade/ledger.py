@@ -49,6 +49,37 @@ class Record:
     exercise_seconds: dict[str, float] = field(default_factory=dict)
 
 
+_TEXT_FIELDS = ("name", "content", "grader")
+_NUMBER_FIELDS = ("score", "max_score", "seconds")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_record(line: bytes) -> Record | None:
+    """One ledger line as a Record, or None when it is damaged in any way (a kill, a disk, a hand edit)."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or set(data) - set(Record.__dataclass_fields__):
+        return None
+    if not all(isinstance(data.get(k), str) for k in _TEXT_FIELDS):
+        return None
+    if not all(_number(data[k]) for k in _NUMBER_FIELDS if k in data) or "score" not in data or "max_score" not in data:
+        return None
+    errors, per = data.get("errors", 0), data.get("exercise_seconds", {})
+    if not isinstance(errors, int) or isinstance(errors, bool) or not isinstance(per, dict) \
+            or not all(isinstance(k, str) and _number(v) for k, v in per.items()):
+        return None
+    name = data["name"]
+    # The name is a folder under DIR: one that could lead elsewhere is not a record torchgrade wrote.
+    if not name or name.startswith(".") or "/" in name or "\\" in name or "\0" in name:
+        return None
+    return Record(**data)
+
+
 def _hash_tree(digest: "hashlib._Hash", root: Path, label: str, suffixes: tuple[str, ...] = ()) -> None:
     """Feed every file under root (sorted by relative path) into the digest."""
     if not root.exists():
@@ -82,19 +113,17 @@ class Ledger:
         self.path = Path(folder) / LEDGER_NAME
 
     def load(self) -> dict[str, Record]:
-        """The latest complete record per submission name (a torn last line is ignored)."""
+        """The latest sound record per submission name: a line that is torn, not UTF-8, not JSON or has a
+        field of the wrong type is ignored (that submission is graded again)."""
         records: dict[str, Record] = {}
         try:
-            text = self.path.read_text(encoding="utf-8")
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return records
-        for line in text.splitlines():
-            try:
-                data = json.loads(line)
-                record = Record(**data)
-            except (ValueError, TypeError):
-                continue  # a line torn by a kill, or from a future version
-            records[record.name] = record
+        for line in data.split(b"\n"):
+            record = parse_record(line)
+            if record is not None:
+                records[record.name] = record
         return records
 
     def append(self, record: Record) -> None:

@@ -10,7 +10,13 @@ that pool too gets `Crashed`; the others get their grades, and the class goes on
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -31,16 +37,93 @@ class InProcess:
             yield s, job(s)
 
 
+#: The pid of the process that starts the fork server, for the fork server to die with it.
+OWNER_ENV = "TORCHGRADE_POOL_OWNER"
+PR_SET_PDEATHSIG = 1
+
+
+def _in_fork_server() -> bool:
+    """Whether this import is the fork server's preload (its main loop is on the stack)."""
+    from multiprocessing import forkserver
+
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is forkserver.main.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _bind_fork_server() -> None:
+    """In the fork server (this module is preloaded there): die at once with the process that started
+    it, by a death signal, rather than after an interpreter teardown of seconds (torch is loaded)."""
+    owner = os.environ.get(OWNER_ENV)
+    if owner is None or owner != str(os.getppid()) or not sys.platform.startswith("linux") or not _in_fork_server():
+        return  # not the fork server: the pool's owner, or a worker (those watch the owner themselves)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if str(os.getppid()) != owner:  # the owner died before the signal was armed
+        os._exit(1)
+
+
+_bind_fork_server()
+
+
 def _context() -> multiprocessing.context.BaseContext:
     """Workers are forked from multiprocessing's fork server, a clean process (no threads, nothing of
     this one) that imports torch and the engine once for all of them: a worker then starts in
     milliseconds, where a spawned one spends a second of CPU importing torch again."""
+    # A death signal fires when the *thread* that started the process ends: only the main thread
+    # lives as long as this process, so the fork server is bound only when started from it.
+    if threading.current_thread() is threading.main_thread():
+        os.environ[OWNER_ENV] = str(os.getpid())
+    else:
+        os.environ.pop(OWNER_ENV, None)
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torchgrade.session"])
+    context.set_forkserver_preload(["torchgrade.executors.local", "torchgrade.session"])
     return context
 
 
-def _init_worker() -> None:
+def _watch_parent(parent: int) -> None:
+    """End this worker the moment `parent` (the process that made the pool) ends, however it ends.
+
+    The worker's own parent is the fork server, so a death signal (PR_SET_PDEATHSIG) would fire on
+    the wrong death; a pidfd of the pool's owner becomes readable when it exits. What the worker
+    started ends with it: its sandbox zygote stops when its control socket closes, bubblewrap by
+    --die-with-parent."""
+    import select
+
+    try:
+        fd = os.pidfd_open(parent)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfds (not Linux 5.3+): look every half second
+        def poll() -> None:
+            while os.getppid() != 1:
+                try:
+                    os.kill(parent, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=poll, name="torchgrade-parent-watch", daemon=True).start()
+        return
+
+    def wait() -> None:
+        select.select([fd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)  # at once: no cleanup that could wait on the dead parent
+
+    threading.Thread(target=wait, name="torchgrade-parent-watch", daemon=True).start()
+
+
+def _init_worker(parent: int) -> None:
+    # Ctrl-C reaches the whole foreground process group: the parent handles it (and ends the pool);
+    # a worker printing its own KeyboardInterrupt traceback would only bury the parent's message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(parent)
     import torch
 
     torch.set_num_threads(1)  # N workers on N cores: more threads each would only contend
@@ -48,6 +131,13 @@ def _init_worker() -> None:
     from ..sandbox.host import start_early
 
     start_early()
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool's workers now (the interpreter's exit would otherwise wait for their submissions)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.kill()
 
 
 class Pool:
@@ -60,7 +150,8 @@ class Pool:
         self.jobs = jobs
 
     def _pool(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker)
+        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker,
+                                   initargs=(os.getpid(),))
 
     def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
         queue = deque(submissions)
@@ -75,7 +166,11 @@ class Pool:
             for s in suspects:
                 pool = pool or self._pool(1)
                 future = pool.submit(job, s)
-                error = future.exception()
+                try:
+                    error = future.exception()
+                except BaseException:
+                    _kill_workers(pool)
+                    raise
                 if isinstance(error, BrokenProcessPool):
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = None
@@ -126,5 +221,8 @@ class Pool:
                     inflight.clear()
                     return suspects
             return []
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM, an error): nothing waits for the work in flight
+            _kill_workers(pool)
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
