@@ -310,7 +310,7 @@ def test_a_weight_that_is_not_a_parameter_is_caught(grade_conv):
     g, _ = grade_conv(replace={"conv": [("nn.Parameter(torch.randn(kernel_size))",
                                          "torch.randn(kernel_size, requires_grad=True)")]})
     assert lost_targets(g) == {"conv.Conv2D"}
-    assert "missing ['weight']" in failures(g, "conv.Conv2D")[0]
+    assert "missing 'weight'" in failures(g, "conv.Conv2D")[0]
     assert "conv.Conv2D: registers weight and bias as parameters" in failed_checks(g, "conv.Conv2D")
 
 

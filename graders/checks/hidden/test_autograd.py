@@ -45,7 +45,7 @@ def test_keeps_float32(check, device):
 @pytest.mark.target("vjp")
 def test_raises_runtime_error_when_v_does_not_match_the_output(check, device):
     x, v = randn(check, 27, (4,), (5,), device=device)
-    autograd_call(check, "sin", x, v, hints=VJP_HINTS)
+    explain(check, "sin", x, v, probe="autograd_call", hints=VJP_HINTS, like="Tensor.backward")
 
 
 @pytest.mark.target("jacobian")

@@ -182,6 +182,13 @@ def test_steps_every_parameter_of_model_parameters_in_place(check, device):
 
 
 @pytest.mark.target("sgd_step_")
+def test_skips_parameters_without_a_gradient(check, device):
+    check.random(13)
+    explain(check, "model.parameters()", 0.1, probe="autograd_sgd_step",
+            options={"device": device, "seed": 13, "unused": True}, hints=SGD_HINTS)
+
+
+@pytest.mark.target("sgd_step_")
 def test_steps_a_list_of_parameters_in_place(check, device):
     check.random(12)
     explain(check, "list(model.parameters())", 0.5, probe="autograd_sgd_step",
