@@ -10,7 +10,7 @@ import torch
 
 from torchgrade.differential import load_reference
 from torchgrade.grading import grade_submission
-from torchgrade.sandbox.probes import Target, run_probe
+from torchgrade.sandbox.probes import Target, load_course, run_probe
 
 from conftest import ROOT, failures, lost_targets, make_submission, points_by_target
 
@@ -55,6 +55,7 @@ def test_the_reference_learns_the_edge_kernel_in_the_training_checks(scenario):
         (x, y, state), kernel_size, kernel = vertical_edges(noise, "cpu"), (2, 1), [[1.0], [-1.0]]
         steps, lr = VERTICAL_STEPS, VERTICAL_RATE
     conv2d = load_reference(ROOT / "reference" / "conv.py").Conv2D
+    load_course(ROOT / "graders" / "probes")  # the course's probes, also when this test runs first
     outcome = run_probe("module_sgd_on_device", Target(conv2d, "Conv2D"), (kernel_size,), {},
                         {"inputs": (x,), "labels": y, "state": state, "steps": steps, "lr": lr})["value"]
     torch.testing.assert_close(outcome["state"]["weight"], torch.tensor(kernel), atol=0.02, rtol=0)

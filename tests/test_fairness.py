@@ -1,0 +1,165 @@
+"""The grading-fairness policy (exercises.md, "Fairness rules"): one test per rule, and the corpus.
+
+1. Error checks accept the type the docs name and every type the matching PyTorch op raises there,
+   worked out here by calling the op; "as <op> does" only where the op does raise.
+2. Messages describe the student's code and values, never the probe's internals.
+3. One claim per check: a mistake loses the checks about it, not those that merely share a setup.
+4. The corpus (tests/fairness/): correct submissions unlike the reference score full marks, and
+   each realistic mistake loses exactly its own checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torchgrade.scoring import Grade
+
+with warnings.catch_warnings():  # the checks' `target` mark is registered by the grading plugin, not here
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    from graders.checks.hidden import test_conv as hidden_conv
+    from graders.checks.hidden import test_tensors as hidden_tensors
+
+from conftest import failures
+
+CORPUS = Path(__file__).parent / "fairness"
+MODULES = ("tensors", "autograd", "functions", "conv", "modules", "data", "training", "devices", "parallel")
+
+
+def raised_by(op, *args, **kwargs) -> str | None:
+    """The name of the exception type `op` raises for these arguments, or None when it returns."""
+    try:
+        op(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - which type is the question
+        return type(e).__name__
+    return None
+
+
+# --- rule 1: exception types as PyTorch raises them ----------------------------------------------
+
+@pytest.mark.parametrize("case", hidden_conv.POOL_ERRORS)
+def test_pool2d_errors_accept_what_torch_pooling_raises(case):
+    shape, pool_size, mode, stride, padding = hidden_conv.POOL_ERRORS[case]
+    x = torch.ones(shape)
+    op = F.max_pool2d if mode == "max" else F.avg_pool2d
+    kind = raised_by(op, x if x.dim() < 2 else x[None], pool_size, stride, padding)
+    assert kind is not None and kind in ("ValueError", *hidden_conv.POOL_ERROR_ACCEPT), (case, kind)
+
+
+def test_pad2d_errors_accept_what_f_pad_raises():
+    assert raised_by(F.pad, torch.ones(5), (1, 1, 1, 1)) in ("ValueError", *hidden_conv.PAD_ERROR_ACCEPT)
+    # F.pad crops where the padding is negative: no check may demand an error there.
+    assert raised_by(F.pad, torch.ones(3, 3), (-1, -1, 1, 1)) is None
+    source = Path(hidden_conv.__file__).read_text()
+    assert "negative-padding\": ((3, 3)" not in source
+
+
+@pytest.mark.parametrize("case", hidden_conv.CORR2D_ERRORS)
+def test_corr2d_errors_are_those_of_conv2d(case):
+    x_shape, k_shape = hidden_conv.CORR2D_ERRORS[case]
+    assert raised_by(F.conv2d, torch.ones(x_shape)[None, None], torch.ones(k_shape)[None, None]) == "RuntimeError"
+
+
+@pytest.mark.parametrize("case", hidden_conv.MULTI_IN_ERRORS)
+def test_corr2d_multi_in_says_as_conv2d_does_only_where_it_does(case):
+    x_shape, k_shape, like = hidden_conv.MULTI_IN_ERRORS[case]
+    kind = raised_by(F.conv2d, torch.ones(x_shape)[None], torch.ones(k_shape)[None])
+    assert (kind == "RuntimeError") == (like == "F.conv2d"), (case, kind, like)
+
+
+@pytest.mark.parametrize("case", hidden_conv.MULTI_IN_OUT_ERRORS)
+def test_corr2d_multi_in_out_errors_are_those_of_conv2d(case):
+    x_shape, k_shape = hidden_conv.MULTI_IN_OUT_ERRORS[case]
+    assert raised_by(F.conv2d, torch.ones(x_shape), torch.ones(k_shape)) == "RuntimeError"
+
+
+def test_tensors_errors_are_those_of_the_torch_ops():
+    assert raised_by(torch.zeros(6).view, 4, 2) == "RuntimeError"
+    assert raised_by(torch.broadcast_shapes, (3, 2), (4, 2)) == "RuntimeError"
+    assert raised_by(torch.broadcast_shapes, (0,), (3,)) == "RuntimeError"
+    for case, (build, shape) in hidden_tensors.VIEW_CASES.items():  # where view raises, Tensor.view does
+        x = build(torch.arange(24.0, dtype=torch.float64))
+        assert raised_by(x.view, *shape) in (None, "RuntimeError"), case
+    index = torch.tensor([[0, 1], [3, 0]])
+    assert raised_by(torch.zeros(3, 2).scatter_, 0, index, torch.ones(2, 2)) in ("RuntimeError", "IndexError")
+    assert raised_by(torch.zeros(3).scatter_add_, 0, torch.tensor([0, 3]), torch.ones(2)) in ("RuntimeError",
+                                                                                              "IndexError")
+    assert raised_by(torch.gather, torch.zeros(2, 2), 1, torch.tensor([[0, 2]])) in ("RuntimeError", "IndexError")
+
+
+def test_vjp_error_is_that_of_backward():
+    x = torch.ones(4, requires_grad=True)
+    assert raised_by(torch.sin(x).backward, torch.ones(5)) == "RuntimeError"
+
+
+CHECKS = Path(__file__).resolve().parent.parent / "graders" / "checks"
+
+
+def test_as_pytorch_does_is_said_only_where_a_check_names_the_op():
+    """No check of an error without a PyTorch counterpart names an op (accumulated_grad, conv_output_size,
+    shard, the mode of pool2d), and the engine's own words never claim PyTorch on their own."""
+    from torchgrade.i18n import MESSAGES
+    assert all("PyTorch" not in m["en"] for key, m in MESSAGES.items() if key.startswith("not_raised"))
+    for path in CHECKS.glob("*/test_*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef)]:
+            target = next((d.args[0].value for d in fn.decorator_list if isinstance(d, ast.Call)
+                           and getattr(d.func, "attr", "") == "target"), None)
+            likes = [k for n in ast.walk(fn) if isinstance(n, ast.Call) for k in n.keywords if k.arg == "like"]
+            if target in ("accumulated_grad", "conv_output_size", "shard") or fn.name.endswith("for_the_mode_mean"):
+                assert not likes, f"{path.name}::{fn.name} says 'as ... does' where no PyTorch op raises"
+
+
+# --- the corpus ----------------------------------------------------------------------------------
+
+def _expectation(path: Path) -> dict[str, list[str]]:
+    first = path.read_text().splitlines()[0]
+    if first.strip() == "# expect: full marks":
+        return {}
+    found = re.fullmatch(r"# expect: loses (\{.*\})", first.strip())
+    assert found, f"{path}: the first line must be '# expect: full marks' or '# expect: loses {{...}}'"
+    return ast.literal_eval(found.group(1))
+
+
+def check_id(nodeid: str) -> str:
+    """``hidden/test_conv.py::test_x[case-cpu]`` -> ``test_x[case]``: the check without its device."""
+    name = nodeid.split("::")[-1]
+    found = re.fullmatch(r"(\w+)(?:\[(.*)\])?", name)
+    inner = re.sub(r"(^|-)(cpu|cuda)(?=-|$)", "", found.group(2) or "").strip("-")
+    return f"{found.group(1)}[{inner}]" if inner else found.group(1)
+
+
+def lost_checks(grade: Grade) -> dict[str, list[str]]:
+    """{target: sorted check ids that did not pass}."""
+    lost: dict[str, set[str]] = {}
+    for t in grade.tests:
+        if t.status in ("failed", "error"):
+            lost.setdefault(t.target, set()).add(check_id(t.nodeid))
+    return {k: sorted(v) for k, v in lost.items()}
+
+
+ENTRIES = sorted(CORPUS.glob("*/*.py"))
+
+
+def test_every_module_has_correct_and_mistaken_submissions():
+    for module in MODULES:
+        kinds = {bool(_expectation(p)) for p in CORPUS.glob(f"{module}/*.py")}
+        assert kinds == {False, True}, f"tests/fairness/{module}/ needs a full-marks and a mistaken submission"
+
+
+@pytest.mark.parametrize("path", ENTRIES, ids=[f"{p.parent.name}/{p.stem}" for p in ENTRIES])
+def test_corpus_submission_scores_as_asserted(grade, path):
+    module = path.parent.name
+    g = grade(only=(module,), append={module: path.read_text()})
+    expected = {k: sorted(v) for k, v in _expectation(path).items()}
+    lost = lost_checks(g)
+    messages = {t.target: t.output for t in g.tests if t.status in ("failed", "error")}
+    assert lost == expected, {k: messages.get(k, "")[:600] for k in set(lost) | set(expected)}
+    if not expected:
+        assert g.score == g.max_score > 0
