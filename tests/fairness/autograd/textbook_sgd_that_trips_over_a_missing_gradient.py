@@ -1,0 +1,10 @@
+# expect: loses {"sgd_step_": ["test_skips_parameters_without_a_gradient"]}
+"""The textbook update, right for every parameter with a gradient, but it does not skip one without
+(p.grad is None): only the check about such parameters may fail."""
+
+
+def sgd_step_(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad.zero_()
