@@ -153,8 +153,14 @@ def test_every_module_has_correct_and_mistaken_submissions():
         assert kinds == {False, True}, f"tests/fairness/{module}/ needs a full-marks and a mistaken submission"
 
 
+def _message_lines(path: Path, tag: str) -> list[str]:
+    return [line[len(tag):].strip() for line in path.read_text().splitlines() if line.startswith(tag)]
+
+
 @pytest.mark.parametrize("path", ENTRIES, ids=[f"{p.parent.name}/{p.stem}" for p in ENTRIES])
 def test_corpus_submission_scores_as_asserted(grade, path):
+    """Rules 3 and 4: the submission loses exactly the checks its first line names; rule 2: every
+    ``# message:`` line is in some failure message, no ``# never:`` line in any."""
     module = path.parent.name
     g = grade(only=(module,), append={module: path.read_text()})
     expected = {k: sorted(v) for k, v in _expectation(path).items()}
@@ -163,3 +169,13 @@ def test_corpus_submission_scores_as_asserted(grade, path):
     assert lost == expected, {k: messages.get(k, "")[:600] for k in set(lost) | set(expected)}
     if not expected:
         assert g.score == g.max_score > 0
+    outputs = [t.output for t in g.tests if t.status in ("failed", "error")]
+    for text in _message_lines(path, "# message:"):
+        assert any(text in out for out in outputs), (text, outputs[:2])
+    for text in _message_lines(path, "# never:") + NEVER_IN_A_MESSAGE:
+        assert not any(text in out for out in outputs), (text, [o for o in outputs if text in o][:1])
+
+
+#: Words of the probes' internals that no failure message may show (rule 2).
+NEVER_IN_A_MESSAGE = ["course_probes", "returned a dict", "missing []", "unexpected []",
+                      "Can't access the shape of an uninitialized parameter"]

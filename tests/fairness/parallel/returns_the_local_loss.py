@@ -1,4 +1,5 @@
 # expect: loses {"ddp_train_step": ["test_returns_the_mean_loss_of_the_whole_batch_on_every_rank"]}
+# message: whether every rank returned the same loss
 """ddp_train_step that trains right but returns its own rank's loss instead of the mean over ranks."""
 
 
