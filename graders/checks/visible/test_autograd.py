@@ -85,6 +85,16 @@ ACCUMULATED_HINTS = caller_hints("accumulated_grad", "w", "x") + (
                 "and return a copy of the copy's .grad: steps * (2w + x + 1).",
           "zh": "在 w 和 x 的副本上重复 steps 次 y = (x + w) * (w + 1); y.backward()，中间不要清零，"
                 "最后返回副本 .grad 的拷贝：steps * (2w + x + 1)。"}),)
+def sgd_note(unused: bool = False) -> dict:
+    """What the first argument of an sgd_step_ call stands for (the call line shows only its name)."""
+    extra_en = (", plus a parameter `unused` that the loss does not use (its .grad is None)" if unused else "")
+    extra_zh = ("，另有一个损失没有用到的参数 `unused`（其 .grad 为 None）" if unused else "")
+    return {"en": f"params (the first argument) are the parameters of a model Linear(4, 3), Tanh, Linear(3, 2){extra_en}, "
+                  f"taken in the form named, after one backward pass of a mean squared error",
+            "zh": f"params（第一个参数）是模型 Linear(4, 3)、Tanh、Linear(3, 2) 的参数{extra_zh}，按所示形式传入，"
+                  f"此前已对均方误差做过一次反向传播"}
+
+
 SGD_HINTS = (
     ("NoneType", {
         "en": "skip the parameters whose .grad is None: a parameter that the loss does not use has no gradient.",
@@ -178,18 +188,18 @@ def test_accumulates_the_notes_5_10_15_20(check, device, steps):
 def test_steps_every_parameter_of_model_parameters_in_place(check, device):
     check.random(11)
     explain(check, "model.parameters()", 0.1, probe="autograd_sgd_step", options={"device": device, "seed": 11},
-            hints=SGD_HINTS)
+            hints=SGD_HINTS, note=sgd_note())
 
 
 @pytest.mark.target("sgd_step_")
 def test_skips_parameters_without_a_gradient(check, device):
     check.random(13)
     explain(check, "model.parameters()", 0.1, probe="autograd_sgd_step",
-            options={"device": device, "seed": 13, "unused": True}, hints=SGD_HINTS)
+            options={"device": device, "seed": 13, "unused": True}, hints=SGD_HINTS, note=sgd_note(unused=True))
 
 
 @pytest.mark.target("sgd_step_")
 def test_steps_a_list_of_parameters_in_place(check, device):
     check.random(12)
     explain(check, "list(model.parameters())", 0.5, probe="autograd_sgd_step",
-            options={"device": device, "seed": 12}, hints=SGD_HINTS)
+            options={"device": device, "seed": 12}, hints=SGD_HINTS, note=sgd_note())
