@@ -178,7 +178,7 @@ def test_has_shape_y_shape_plus_x_shape(check, device):
 
 
 @pytest.mark.target("jacobian")
-def test_leaves_the_callers_x_as_it_was(check, device):
+def test_leaves_the_callers_x_as_it_was_after_every_pass(check, device):
     autograd_call(check, "cumsum_sin", randn(check, 7, (3,), device=device), watch=True, hints=JACOBIAN_HINTS)
 
 
@@ -194,7 +194,7 @@ def test_matches_minus_sin_for_sin(check, device):
 
 
 @pytest.mark.target("second_derivative")
-def test_leaves_the_callers_x_as_it_was(check, device):
+def test_leaves_the_callers_x_as_it_was_after_differentiating_twice(check, device):
     autograd_call(check, "cube", randn(check, 8, (3,), device=device), watch=True, hints=SECOND_HINTS)
 
 
