@@ -179,3 +179,63 @@ def test_corpus_submission_scores_as_asserted(grade, path):
 #: Words of the probes' internals that no failure message may show (rule 2).
 NEVER_IN_A_MESSAGE = ["course_probes", "returned a dict", "missing []", "unexpected []",
                       "Can't access the shape of an uninitialized parameter"]
+
+
+# --- rule 2: what a probe reports about a student's code, in the student's terms ------------------
+
+@pytest.fixture
+def course_probes():
+    from torchgrade.sandbox.probes import load_course
+    load_course(Path(__file__).resolve().parent.parent / "graders" / "probes")
+
+
+def _run(probe_name, obj, name, args, options=None):
+    from torchgrade.sandbox.probes import Target, run_probe
+    return run_probe(probe_name, Target(obj, name), tuple(args), {}, options or {})["value"]
+
+
+def test_a_failed_gradcheck_names_its_first_wrong_entry_whole(course_probes):
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 3 * x * grad  # should be 2 * x * grad
+
+    x = torch.linspace(0.5, 2.0, 12, dtype=torch.float64).reshape(3, 4)
+    verdict = _run("function_gradcheck", Square, "Square", [x])["gradcheck"]
+    found = re.search(r"12 of 144 entries differ; d\(out\[0\]\)/d\(in\[0\]\) is (\S+) by your backward, "
+                      r"(\S+) by finite differences$", verdict)
+    assert found, verdict
+    assert float(found.group(1)) == pytest.approx(1.5, abs=1e-3) and float(found.group(2)) == pytest.approx(1.0, abs=1e-3)
+    assert len(verdict) < 200  # shown whole under a value mismatch
+
+
+def test_a_lazy_module_is_described_by_its_submodules_not_a_crash(course_probes):
+    class LazyMLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden, self.act, self.output = torch.nn.LazyLinear(3), torch.nn.ReLU(), torch.nn.LazyLinear(2)
+
+        def forward(self, x):
+            return self.output(self.act(self.hidden(x)))
+
+    facts = _run("module_facts", LazyMLP, "MLP", [], {"inputs": (torch.ones(2, 4, dtype=torch.float64),)})
+    assert facts["submodules"] == ["hidden: LazyLinear", "act: ReLU", "output: LazyLinear"]
+    assert all(shape.startswith("uninitialized") for shape in facts["parameters"].values())
+
+
+# --- rule 3: one claim per check -------------------------------------------------------------------
+
+@pytest.mark.parametrize("entry", ["autograd/textbook_sgd_that_trips_over_a_missing_gradient",
+                                   "parallel/returns_the_local_loss",
+                                   "autograd/accumulated_grad_without_the_steps_check"])
+def test_a_mistake_about_one_claim_loses_one_check(entry):
+    """The corpus grades these (test_corpus_submission_scores_as_asserted); here: each is asserted
+    to lose a single check, the one about its mistake, not every check sharing its setup."""
+    expected = _expectation(CORPUS / f"{entry}.py")
+    assert sum(len(v) for v in expected.values()) == 1, expected
