@@ -264,8 +264,9 @@ def pad2d(X, padding):
     concatenating zero blocks made with ``X.new_zeros`` (same dtype and device as ``X``); the
     result is a new tensor and the gradient flows back to ``X``.
 
-    Raises ``ValueError`` when ``X`` has fewer than 2 dims or ``padding`` is not a non-negative int
-    or a pair of them.
+    ``padding`` must be a non-negative int or a pair of them (``F.pad`` would crop where it is
+    negative; that is not graded). Raises ``ValueError`` when ``X`` has fewer than 2 dims;
+    ``RuntimeError``, which ``F.pad`` raises there, counts as well.
 
     Example::
 
@@ -308,10 +309,11 @@ def pool2d(X, pool_size, mode="max", stride=1, padding=0):
     Loop over the ``kh * kw`` positions inside the window, each a strided slice of the padded
     input, not over output pixels. Output dtype and device are those of ``X``; differentiable.
 
-    Raises ``ValueError`` for a ``mode`` other than ``"max"``/``"avg"``, for sizes that are not
-    ints or pairs, ``pool_size < 1``, ``stride < 1``, ``padding < 0``, padding larger than half
-    the pool size (PyTorch: "pad should be at most half of effective kernel size"), ``X`` with
-    fewer than 2 dims, and an output size below 1.
+    Raises ``ValueError`` for a ``mode`` other than ``"max"``/``"avg"``. Raises ``ValueError`` for
+    sizes that are not ints or pairs, ``pool_size < 1``, ``stride < 1``, ``padding < 0``, padding
+    larger than half the pool size (PyTorch: "pad should be at most half of effective kernel
+    size"), ``X`` with fewer than 2 dims, and an output size below 1; for these ``RuntimeError``,
+    which ``F.max_pool2d`` / ``F.avg_pool2d`` raise, counts as well.
 
     Example::
 

@@ -88,8 +88,10 @@ def test_exceptions_expected_missing_or_of_another_type():
               "message": "shape '[4, 2]' is invalid for input of size 6\nmore", "traceback": ""}
     error = mismatch(raised, torch.zeros(4, 2))
     assert error.kind == "not_raised"
-    assert str(error) == ("expected RuntimeError to be raised (as PyTorch does: shape '[4, 2]' is invalid for "
+    assert str(error) == ("expected RuntimeError to be raised (shape '[4, 2]' is invalid for "
                           "input of size 6), but the call returned a Tensor")
+    like = mismatch(raised, torch.zeros(4, 2), like="Tensor.view")
+    assert str(like).startswith("expected RuntimeError to be raised (as Tensor.view does: shape '[4, 2]'")
     other = {"__raised__": "ValueError", "mro": ["ValueError", "Exception"], "message": "bad size"}
     assert str(mismatch(raised, other)) == "expected RuntimeError to be raised, but ValueError was raised: bad size"
     compare(raised, {"__raised__": "IndexError", "mro": ["IndexError"], "message": ""}, accept=("IndexError",))
@@ -97,7 +99,9 @@ def test_exceptions_expected_missing_or_of_another_type():
 
 
 def test_structure_mismatches():
-    assert str(mismatch({"a": 1}, {"b": 1})) == "the result: the keys differ: missing ['a'], unexpected ['b']"
+    assert str(mismatch({"a": 1}, {"b": 1})) == "the result: missing 'a'"
+    assert str(mismatch({"a": 1}, {"a": 1, "b": 1})) == (
+        "the result: unexpected 'b'")
     assert str(mismatch([1, 2], [1])) == "the result: expected 2 items [1, 2], got 1 [1]"
     assert str(mismatch(torch.zeros(2), [0.0, 0.0])) == "the result: expected a Tensor ((2,)), got a list ([0.0, 0.0])"
     assert str(mismatch(1.0, 1.1)) == "the result: expected 1.0, got 1.1"
@@ -108,3 +112,43 @@ def test_messages_in_chinese(zh):
     assert str(mismatch(torch.zeros(2, 3), torch.zeros(3, 2))) == "结果的形状不对：应为 (2, 3)，实际为 (3, 2)"
     text = str(mismatch({"shares_storage_with_input": True}, {"shares_storage_with_input": False}))
     assert text == "结果是否与输入共享内存 ['shares_storage_with_input']：应为 True，实际为 False"
+
+
+RAISED = {"__raised__": "RuntimeError", "mro": ["RuntimeError", "Exception"], "message": "bad size", "traceback": ""}
+
+
+def test_a_probes_facts_are_described_by_the_students_result_not_as_a_dict():
+    facts = {"value": torch.zeros(2), "shape": (2,)}
+    assert str(mismatch(RAISED, facts)) == "expected RuntimeError to be raised (bad size), but the call returned a Tensor"
+    assert str(mismatch(RAISED, {"target_after": torch.zeros(2)})).endswith("but the call returned normally (no exception)")
+
+
+def test_accepted_exception_types_are_all_named():
+    assert str(mismatch(RAISED, 1, accept=("IndexError",))).startswith("expected RuntimeError or IndexError to be raised")
+
+
+def test_facts_both_sides_report_are_compared_before_a_fact_only_one_reports():
+    expected = {"stride": (1,), "value": torch.zeros(2)}
+    actual = {"stride": (2,), "value": torch.zeros(2), "input_after_writing_through_result": torch.zeros(2)}
+    text = str(mismatch(expected, actual))
+    assert text.startswith("the strides of the result ['stride']: expected (1,), got (2,)")
+    assert "input_after_writing_through_result" not in text
+
+
+def test_an_exception_the_probe_reports_as_a_fact_is_named_as_an_exception():
+    inplace_raised = {"raised": RAISED, "target_after": torch.zeros(2)}
+    returned = {"returned_the_target_itself": True, "target_after": torch.zeros(2)}
+    assert str(mismatch(inplace_raised, returned)) == (
+        "expected RuntimeError to be raised (bad size), but the call returned normally (no exception)")
+    assert str(mismatch(returned, inplace_raised)) == "your code raised RuntimeError: bad size"
+
+
+@pytest.mark.parametrize("value", [list(range(100)), "x" * 300, {"key": list(range(60))}])
+def test_long_values_are_cut_between_values_never_inside_one(value):
+    text = str(mismatch(torch.zeros(1), value))
+    shown = text.split("got ", 1)[1]
+    assert shown.endswith(" ...)")
+    assert len(shown) < 100
+    if isinstance(value, list):  # every number shown is whole
+        numbers = shown.split("(", 1)[1].strip("[ .)").split(", ")
+        assert numbers == [str(i) for i in range(len(numbers))]

@@ -55,7 +55,7 @@ def test_the_reference_learns_the_edge_kernel_in_the_training_checks(scenario):
         (x, y, state), kernel_size, kernel = vertical_edges(noise, "cpu"), (2, 1), [[1.0], [-1.0]]
         steps, lr = VERTICAL_STEPS, VERTICAL_RATE
     conv2d = load_reference(ROOT / "reference" / "conv.py").Conv2D
-    load_course(ROOT / "graders" / "probes")  # the course's own probe, as grading loads it
+    load_course(ROOT / "graders" / "probes")  # the course's probes, also when this test runs first
     outcome = run_probe("module_sgd_on_device", Target(conv2d, "Conv2D"), (kernel_size,), {},
                         {"inputs": (x,), "labels": y, "state": state, "steps": steps, "lr": lr})["value"]
     torch.testing.assert_close(outcome["state"]["weight"], torch.tensor(kernel), atol=0.02, rtol=0)
@@ -311,7 +311,7 @@ def test_a_weight_that_is_not_a_parameter_is_caught(grade_conv):
     g, _ = grade_conv(replace={"conv": [("nn.Parameter(torch.randn(kernel_size))",
                                          "torch.randn(kernel_size, requires_grad=True)")]})
     assert lost_targets(g) == {"conv.Conv2D"}
-    assert "missing ['weight']" in failures(g, "conv.Conv2D")[0]
+    assert "missing 'weight'" in failures(g, "conv.Conv2D")[0]
     assert "conv.Conv2D: registers weight and bias as parameters" in failed_checks(g, "conv.Conv2D")
 
 

@@ -43,7 +43,7 @@ def test_to_device_that_loses_a_named_tuples_type_loses_to_device_points(grade):
         "    if isinstance(obj, tuple):\n        return tuple(to_device(item, device) for item in obj)\n"))
     assert lost_targets(g) == {"devices.to_device"}
     message = failures(g, "devices.to_device")[0]
-    assert "['structure']['out[1]']: expected 'course_probes.devices.Batch (a named tuple)', got 'tuple'" \
+    assert "['structure']['out[1]']: expected 'Batch (a named tuple)', got 'tuple'" \
         in message
     assert "type(obj)(*items)" in message
 

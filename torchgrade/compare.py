@@ -82,8 +82,16 @@ def _number(value: torch.Tensor) -> str:
     return f"{item:.6g}"
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut only between values (after a comma or a space), never inside one."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(", ", 0, limit - 4), text.rfind(" ", 0, limit - 4))
+    return (text[:cut].rstrip(",") if cut > 0 else text[:limit - 4]) + " ..."
+
+
 def _first_line(text: str, limit: int = 200) -> str:
-    return text.splitlines()[0][:limit] if text else ""
+    return clip(text.splitlines()[0], limit) if text else ""
 
 
 #: Tensors up to this many elements are shown in full under a value mismatch.
@@ -154,19 +162,34 @@ def _scalars(value: Any) -> bool:
         isinstance(v, (bool, int, float, str, type(None))) for v in value)
 
 
+def _returned(actual: Any) -> str:
+    """What a call that should have raised returned, in words: a probe's facts about the result
+    (a dict with its ``value``) are described by that result, never as the probe's own dict."""
+    if isinstance(actual, dict):
+        return _kind(actual["value"]) if "value" in actual else t("kind_normally")
+    return _kind(actual)
+
+
+def _names(keys: list) -> str:
+    """Facts (dict keys) in words where they have words, else as they are."""
+    return ", ".join((fact(k) or repr(k)) if isinstance(k, str) else repr(k) for k in keys)
+
+
 def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, rtol: float | None = None,
-            atol: float | None = None, accept: tuple[str, ...] = ()) -> None:
+            atol: float | None = None, accept: tuple[str, ...] = (), like: str | None = None) -> None:
     """Raise Mismatch at the first place `actual` differs from `expected`, walking both structures.
 
-    `accept` names further exception types that count as matching a raised reference exception.
+    `accept` names further exception types that count as matching a raised reference exception;
+    `like` names the PyTorch op that raises there too (a message says "as <like> does" only then).
     """
     __tracebackhide__ = True
     what = _Words(path)
     if isinstance(expected, dict) and "__raised__" in expected:
         if not (isinstance(actual, dict) and "__raised__" in actual):
-            key = "not_raised_at" if path_parts(path) else "not_raised"
-            raise Mismatch(t(key, what=what, exception=expected["__raised__"], kind=_kind(actual),
-                             message=_first_line(expected["message"])), "not_raised", path)
+            key = ("not_raised_at" if path_parts(path) else "not_raised") + ("_like" if like else "")
+            raise Mismatch(t(key, what=what, exception=" or ".join((expected["__raised__"], *accept)),
+                             kind=_returned(actual), like=like, message=_first_line(expected["message"])),
+                           "not_raised", path)
         wanted = (expected["__raised__"], *accept)
         if not set(wanted) & set(actual.get("mro", ())):
             raise Mismatch(t("wrong_exception", expected=" or ".join(wanted), actual=actual["__raised__"],
@@ -174,36 +197,47 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
         return
     if isinstance(actual, dict) and "__raised__" in actual:
         key = "raised_at" if path_parts(path) else "raised"
-        raise Mismatch(t(key, what=what, exception=actual["__raised__"], message=(actual["message"] or "")[:500]),
+        raise Mismatch(t(key, what=what, exception=actual["__raised__"], message=clip(actual["message"] or "", 500)),
                        "raised", path)
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=f"{tuple(expected.shape)}",
-                             actual_kind=_kind(actual), actual=f"{actual!r:.80}"), "kind", path)
+                             actual_kind=_kind(actual), actual=clip(repr(actual), 80)), "kind", path)
         compare_tensors(expected, actual, path, exact=exact, rtol=rtol, atol=atol)
         return
     if type(expected) is not type(actual):
-        raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=f"{expected!r:.80}",
-                         actual_kind=_kind(actual), actual=f"{actual!r:.80}"), "kind", path)
+        raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=clip(repr(expected), 80),
+                         actual_kind=_kind(actual), actual=clip(repr(actual), 80)), "kind", path)
     if isinstance(expected, dict):
+        # The facts both sides report first, in order: the first difference there says more than a
+        # list of the facts only one side reports (a probe reports some facts only in some cases).
+        for key in expected:
+            if key in actual:
+                compare(expected[key], actual[key], f"{path}[{key!r}]", exact=exact, rtol=rtol, atol=atol,
+                        accept=accept, like=like)
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
+        for key in missing:  # an exception expected where the call went on: say so, not "a missing key"
+            if isinstance(expected[key], dict) and "__raised__" in expected[key]:
+                compare(expected[key], actual, path, accept=accept, like=like)
+        for key in extra:
+            if isinstance(actual[key], dict) and "__raised__" in actual[key]:
+                compare(None, actual[key], path)
         if missing or extra:
-            raise Mismatch(t("keys", what=what, missing=missing, extra=extra), "keys", path)
-        for key in expected:
-            compare(expected[key], actual[key], f"{path}[{key!r}]", exact=exact, rtol=rtol, atol=atol, accept=accept)
+            raise Mismatch(t("keys_missing" if missing else "keys_extra", what=what, missing=_names(missing),
+                             extra=_names(extra)), "keys", path)
         return
     if isinstance(expected, (list, tuple)):
         if len(expected) != len(actual):
-            raise Mismatch(t("length", what=what, expected_len=len(expected), expected=f"{expected!r:.120}",
-                             actual_len=len(actual), actual=f"{actual!r:.120}"), "length", path)
+            raise Mismatch(t("length", what=what, expected_len=len(expected), expected=clip(repr(expected), 120),
+                             actual_len=len(actual), actual=clip(repr(actual), 120)), "length", path)
         if _scalars(expected) and _scalars(actual) and not any(isinstance(v, float) for v in expected):
             if list(expected) != list(actual):  # shapes, strides: the whole sequence reads better
-                raise Mismatch(t("value", what=what, expected=f"{expected!r:.200}", actual=f"{actual!r:.200}"),
+                raise Mismatch(t("value", what=what, expected=clip(repr(expected), 200), actual=clip(repr(actual), 200)),
                                "value", path)
             return
         for i, (e, a) in enumerate(zip(expected, actual)):
-            compare(e, a, f"{path}[{i}]", exact=exact, rtol=rtol, atol=atol, accept=accept)
+            compare(e, a, f"{path}[{i}]", exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
         return
     if isinstance(expected, float) and not exact:
         tolerance = (atol if atol is not None else 1e-7) + (rtol if rtol is not None else 1e-6) * abs(expected)
@@ -211,4 +245,4 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
             raise Mismatch(t("value", what=what, expected=repr(expected), actual=repr(actual)), "value", path)
         return
     if expected != actual:
-        raise Mismatch(t("value", what=what, expected=f"{expected!r:.200}", actual=f"{actual!r:.200}"), "value", path)
+        raise Mismatch(t("value", what=what, expected=clip(repr(expected), 200), actual=clip(repr(actual), 200)), "value", path)

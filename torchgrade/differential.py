@@ -279,8 +279,7 @@ def _short(value: Any, show_values: bool) -> str:
     if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
         inner = ", ".join(_short(v, show_values) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return comparison.clip(repr(value), 60)
 
 
 class Differential:
@@ -318,11 +317,12 @@ class Differential:
 
     def __call__(self, *args: Any, probe: str = "call", kwargs: dict | None = None, options: dict | None = None,
                  exact: bool = False, rtol: float | None = None, atol: float | None = None,
-                 accept: tuple[str, ...] = ()) -> tuple[Any, Any]:
+                 accept: tuple[str, ...] = (), like: str | None = None) -> tuple[Any, Any]:
         """Run `probe` on the reference and on the student's target with these arguments, and compare.
 
         `exact` compares floats exactly; `rtol`/`atol` override the per-dtype tolerances; `accept` lists
-        exception types that also count when the reference raises. Returns (expected, actual).
+        exception types that also count when the reference raises; `like` names the PyTorch op that
+        raises for these inputs too (only then does a message say "as <like> does"). Returns (expected, actual).
         """
         __tracebackhide__ = True
         kwargs, options = kwargs or {}, options or {}
@@ -337,7 +337,7 @@ class Differential:
         if _raised_anywhere(value, "NotImplementedError"):
             raise CheckFailed(t("not_implemented", name=self.target.name))
         try:
-            comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept)
+            comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
         except comparison.Mismatch as e:
             detail = str(e)
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None

@@ -115,12 +115,12 @@ HINTS: dict[tuple[str, str], dict[str, str]] = {
         "dimension of size 1 is the usual culprit.",
         "用上面给出的输入打印中间张量的形状；最常见的问题是多了或少了一个大小为 1 的维度。"),
     ("*", "not_raised"): _h(
-        "PyTorch raises an error for this input; check the arguments before computing and raise the same "
-        "exception type.",
-        "对这个输入 PyTorch 会报错；请在计算之前检查参数，并抛出同样类型的异常。"),
+        "this input must raise an error; check the arguments before computing and raise an exception type "
+        "named above.",
+        "这个输入应当报错；请在计算之前检查参数，并抛出上面列出的异常类型之一。"),
     ("*", "wrong_exception"): _h(
-        "raise the exception type PyTorch raises here (RuntimeError, ValueError, IndexError ...), not another.",
-        "请抛出与 PyTorch 相同类型的异常（RuntimeError、ValueError、IndexError 等）。"),
+        "raise one of the exception types named above (the docstring names them), not another.",
+        "请抛出上面列出的异常类型之一（文档字符串中写明了），不要抛出其它类型。"),
     ("*", "grad"): _h(
         "the forward values are right but the gradients are not: keep every step differentiable (no .item(), "
         ".detach(), .data, torch.tensor(...) or numpy in between) and do not write into tensors that autograd needs.",

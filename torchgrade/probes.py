@@ -8,10 +8,11 @@ compares. Call student code only through ``target(...)`` or ``target.run(fn, ...
 probes and their options are listed in docs/probes.md.
 """
 
+from .compare import clip
 from .sandbox.probes import PROBES, ProbeError, Raised, Target, describe, probe, raised, tensor
 from .sandbox.probes.basic import grad_seed
 
-__all__ = ["PROBES", "ProbeError", "Raised", "Target", "describe", "grad_seed", "probe", "raised", "tensor"]
+__all__ = ["PROBES", "ProbeError", "Raised", "Target", "clip", "describe", "grad_seed", "probe", "raised", "tensor"]
 
 
 def options(fn) -> dict[str, str]:

@@ -88,10 +88,13 @@ def autograd_call(target: Target, args: tuple, kwargs: dict, fn: bool = True, wa
     return facts
 
 
-def _sgd_model(device: str) -> torch.nn.Module:
-    """A small model with fixed values, plus a parameter that the loss does not use (its .grad stays None)."""
+def _sgd_model(device: str, unused: bool) -> torch.nn.Module:
+    """A small model with fixed values; with `unused`, plus a parameter that the loss does not use (its
+    .grad stays None). Only the check about such parameters has one, so that an update that trips over
+    it loses that check alone."""
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
-    model.register_parameter("unused", torch.nn.Parameter(torch.zeros(2)))
+    if unused:
+        model.register_parameter("unused", torch.nn.Parameter(torch.zeros(2)))
     g = torch.Generator().manual_seed(7)
     with torch.no_grad():
         for p in model.parameters():
@@ -104,13 +107,14 @@ PARAMS_FORMS = ("model.parameters()", "list(model.parameters())", "a list naming
 
 
 @probe
-def autograd_sgd_step(target: Target, args: tuple, kwargs: dict, device: str = "cpu", seed: int = 0) -> dict:
+def autograd_sgd_step(target: Target, args: tuple, kwargs: dict, device: str = "cpu", seed: int = 0,
+                      unused: bool = False) -> dict:
     """Backpropagate a loss through a small model, call ``sgd_step_(params, lr)``, report each parameter.
 
-    ``args`` is ``(form, lr)`` with ``form`` one of ``PARAMS_FORMS``.
+    ``args`` is ``(form, lr)`` with ``form`` one of ``PARAMS_FORMS``; `unused` adds a parameter without a gradient.
     """
     form, lr = args
-    model = _sgd_model(device)
+    model = _sgd_model(device, unused)
     g = torch.Generator().manual_seed(seed)
     inputs = torch.randn(5, 4, generator=g).to(device)
     labels = torch.randn(5, 2, generator=g).to(device)
@@ -122,7 +126,7 @@ def autograd_sgd_step(target: Target, args: tuple, kwargs: dict, device: str = "
     elif form == PARAMS_FORMS[1]:
         params = list(model.parameters())
     elif form == PARAMS_FORMS[2]:
-        params = [named["0.weight"], named["2.bias"], named["0.weight"], named["unused"]]
+        params = [named["0.weight"], named["2.bias"], named["0.weight"]] + ([named["unused"]] if unused else [])
     else:
         raise ProbeError(f"unknown parameter form {form!r}")
     with torch.enable_grad():

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgrade.probes import ProbeError, Target, probe
+from torchgrade.probes import ProbeError, Target, clip, probe
 
 Batch = namedtuple("Batch", ["x", "y"])
 Sample = namedtuple("Sample", ["features", "label", "extra"])
@@ -70,7 +70,9 @@ def type_name(obj: Any) -> str:
     kind = type(obj)
     if kind.__module__ == "builtins":
         return kind.__qualname__
-    name = f"{kind.__module__}.{kind.__qualname__}"
+    # The probes' own named tuples are shown as the check's note names them (Batch), not by the module they live in.
+    internal = kind.__module__ == "builtins" or kind.__module__.split(".")[0] == "course_probes"
+    name = kind.__qualname__ if internal else f"{kind.__module__}.{kind.__qualname__}"
     if isinstance(obj, tuple) and hasattr(kind, "_fields"):
         return f"{name} (a named tuple)"
     if isinstance(obj, defaultdict):
@@ -100,7 +102,7 @@ def layout(obj: Any, path: str, made: list, structure: dict, values: dict, depth
         structure[path] = f"{type_name(obj)}: {same}, its tensors on {sorted({t.device.type for t in tensors})}"
         return
     container = isinstance(obj, (list, tuple, dict, set, frozenset))
-    structure[path] = type_name(obj) if container else f"{type_name(obj)} {obj!r:.60}"
+    structure[path] = type_name(obj) if container else f"{type_name(obj)} {clip(repr(obj), 60)}"
     if isinstance(obj, (list, tuple)):
         for i, item in enumerate(obj):
             layout(item, f"{path}[{i}]", made, structure, values, depth + 1)

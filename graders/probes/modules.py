@@ -22,6 +22,13 @@ def _build(target: Target, args: tuple, kwargs: dict) -> nn.Module:
     return module
 
 
+def _shape(p: torch.Tensor) -> str:
+    """A parameter's shape as text; a lazy module's parameter has none until its first forward."""
+    if isinstance(p, nn.parameter.UninitializedParameter):
+        return "uninitialized (a lazy module's parameter: no shape before the first forward)"
+    return str(tuple(p.shape))
+
+
 @probe
 def module_facts(target: Target, args: tuple, kwargs: dict, inputs: tuple = (), forward_kwargs: dict | None = None,
                  state: dict | None = None, seed: int = 0) -> dict:
@@ -31,7 +38,7 @@ def module_facts(target: Target, args: tuple, kwargs: dict, inputs: tuple = (), 
     module = _build(target, args, kwargs)
     facts: dict[str, Any] = {
         "submodules": [f"{name}: {type(m).__name__}" for name, m in module.named_children()],
-        "parameters": {name: str(tuple(p.shape)) for name, p in module.named_parameters()},
+        "parameters": {name: _shape(p) for name, p in module.named_parameters()},
     }
     x = inputs[0].detach().requires_grad_(True)
     try:

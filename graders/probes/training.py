@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from torchgrade.probes import ProbeError, Target, probe
+from torchgrade.probes import ProbeError, Target, clip, probe
 
 #: Model architectures a check may name; each is built from the shapes of the state it is sent.
 MODELS: dict[str, Callable[[dict], nn.Module]] = {
@@ -210,7 +210,7 @@ def fitting(target: Target, args: tuple, kwargs: dict, state: dict | None = None
     for i, entry in enumerate(history):
         record: dict[str, Any] = {}
         if "epoch" in entry:
-            record["epoch"] = entry["epoch"] if type(entry["epoch"]) is int else repr(entry["epoch"])[:40]
+            record["epoch"] = entry["epoch"] if type(entry["epoch"]) is int else clip(repr(entry["epoch"]), 40)
         for key in ("train_loss", "val_accuracy"):
             if key in entry:
                 record[key] = number(entry[key], f"history[{i}][{key!r}]")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from graders.checks.visible.test_autograd import (ACCUMULATED_HINTS, JACOBIAN_HINTS, SECOND_HINTS, SGD_HINTS,
-                                                  VJP_HINTS, autograd_call, explain, randn)
+                                                  VJP_HINTS, autograd_call, explain, randn, sgd_note)
 
 
 @pytest.mark.target("vjp")
@@ -45,7 +45,7 @@ def test_keeps_float32(check, device):
 @pytest.mark.target("vjp")
 def test_raises_runtime_error_when_v_does_not_match_the_output(check, device):
     x, v = randn(check, 27, (4,), (5,), device=device)
-    autograd_call(check, "sin", x, v, hints=VJP_HINTS)
+    explain(check, "sin", x, v, probe="autograd_call", hints=VJP_HINTS, like="Tensor.backward")
 
 
 @pytest.mark.target("jacobian")
@@ -131,11 +131,11 @@ def test_raises_value_error_for_negative_steps(check, device):
 def test_updates_a_parameter_listed_twice_once(check, device):
     check.random(61)
     explain(check, "a list naming one parameter twice", 0.2, probe="autograd_sgd_step",
-            options={"device": device, "seed": 61}, hints=SGD_HINTS)
+            options={"device": device, "seed": 61}, hints=SGD_HINTS, note=sgd_note())
 
 
 @pytest.mark.target("sgd_step_")
 def test_takes_a_large_learning_rate_from_model_parameters(check, device):
     check.random(62)
     explain(check, "model.parameters()", 3.0, probe="autograd_sgd_step", options={"device": device, "seed": 62},
-            hints=SGD_HINTS)
+            hints=SGD_HINTS, note=sgd_note())

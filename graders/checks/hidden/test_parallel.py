@@ -61,19 +61,19 @@ def test_averages_the_gradients_of_a_batchnorm_model(check, device):
 @pytest.mark.target("ddp_train_step")
 def test_leaves_a_frozen_parameter_and_an_unused_one_alone_under_momentum_and_weight_decay(check, device):
     check("tiny_net_with_spare", batch(check, 15, device=device), "mse", "sgd_momentum", probe="ddp_train",
-          options={"device": device, "steps": 3})
+          options={"device": device, "steps": 3, "report": "parameters"})
 
 
 @pytest.mark.target("ddp_train_step")
 def test_trains_in_float32_with_adam(check, device):
     check("tiny_net", batch(check, 16, device=device, dtype=torch.float32), "mse", "adam", probe="ddp_train",
-          options={"device": device, "steps": 3, "lr": 0.01})
+          options={"device": device, "steps": 3, "lr": 0.01, "report": "parameters"})
 
 
 @pytest.mark.target("ddp_train_step")
 def test_takes_a_list_batch_as_a_data_loader_yields_it(check, device):
     check("tiny_net", list(batch(check, 17, rows=4, device=device, classes=2)), "cross_entropy", "sgd",
-          probe="ddp_train", options={"device": device, "steps": 2})
+          probe="ddp_train", options={"device": device, "steps": 2, "report": "parameters"})
 
 
 @pytest.mark.target("ddp_train_step")

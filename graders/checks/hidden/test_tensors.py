@@ -30,7 +30,7 @@ VIEW_CASES = {
 def test_matches_tensor_view_on_unusual_inputs(check, device, case):
     build, shape = VIEW_CASES[case]
     x = build(torch.arange(24.0, dtype=torch.float64, device=device))
-    check(x, *shape, probe="view")
+    check(x, *shape, probe="view", like="Tensor.view")
 
 
 @pytest.mark.target("view")
@@ -54,7 +54,7 @@ def test_matches_torch_on_edge_shapes(check, shapes):
 
 @pytest.mark.target("broadcast_shape")
 def test_raises_when_a_zero_size_meets_another_size(check):
-    check((0,), (3,))
+    check((0,), (3,), like="torch.broadcast_shapes")
 
 
 @pytest.mark.target("broadcast_to")
@@ -69,7 +69,7 @@ def test_matches_torch_broadcast_to_on_unusual_inputs(check, device, case):
         "incompatible": (base.reshape(3, 4), (3, 5)),
         "fewer-dims": (base.reshape(3, 4), (4,)),
     }[case]
-    check(x, shape, probe="view", options={"write": False})
+    check(x, shape, probe="view", options={"write": False}, like="torch.broadcast_to")
 
 
 @pytest.mark.target("broadcast_to")
@@ -95,7 +95,7 @@ def test_matches_torch_in_3d_with_any_dim(check, device, dim):
 def test_leaves_target_unchanged_and_raises_for_an_out_of_range_index(check, device):
     index = torch.tensor([[0, 1], [3, 0]], device=device)
     check(torch.zeros(3, 2, device=device), 0, index, torch.ones(2, 2, device=device), probe="inplace",
-          accept=("IndexError",))
+          accept=("IndexError",), like="Tensor.scatter_")
 
 
 @pytest.mark.target("scatter_")
@@ -130,7 +130,7 @@ def test_accumulates_into_a_non_zero_int_target(check, device):
 @pytest.mark.target("scatter_add_")
 def test_raises_for_an_out_of_range_index_in_place(check, device):
     check(torch.zeros(3, device=device), 0, torch.tensor([0, 3], device=device), torch.ones(2, device=device),
-          probe="inplace", accept=("IndexError",))
+          probe="inplace", accept=("IndexError",), like="Tensor.scatter_add_")
 
 
 @pytest.mark.target("gather")
@@ -150,7 +150,8 @@ def test_works_on_a_non_contiguous_input(check, device):
 
 @pytest.mark.target("gather")
 def test_raises_for_an_out_of_range_index(check, device):
-    check(torch.zeros(2, 2, device=device), 1, torch.tensor([[0, 2]], device=device), accept=("IndexError",))
+    check(torch.zeros(2, 2, device=device), 1, torch.tensor([[0, 2]], device=device), accept=("IndexError",),
+          like="torch.gather")
 
 
 @pytest.mark.target("one_hot")

@@ -1,7 +1,8 @@
 """Visible checks for autograd.py: vector-Jacobian products, Jacobians, second derivatives, SGD by hand.
 
-Functions are named from the public table ``torchgrade/sandbox/probes/autograd.py:FUNCTIONS``; each
-check also looks at the caller's tensors after the call (they must be left as they were).
+Functions are named from the public table ``graders/probes/autograd.py:FUNCTIONS``. The checks named
+"leaves the caller's ... as it was" (and the hidden ones about callers whose x requires grad) look at
+the caller's tensors after the call; the others compare only the result.
 """
 
 import pytest
@@ -85,6 +86,16 @@ ACCUMULATED_HINTS = caller_hints("accumulated_grad", "w", "x") + (
                 "and return a copy of the copy's .grad: steps * (2w + x + 1).",
           "zh": "在 w 和 x 的副本上重复 steps 次 y = (x + w) * (w + 1); y.backward()，中间不要清零，"
                 "最后返回副本 .grad 的拷贝：steps * (2w + x + 1)。"}),)
+def sgd_note(unused: bool = False) -> dict:
+    """What the first argument of an sgd_step_ call stands for (the call line shows only its name)."""
+    extra_en = (", plus a parameter `unused` that the loss does not use (its .grad is None)" if unused else "")
+    extra_zh = ("，另有一个损失没有用到的参数 `unused`（其 .grad 为 None）" if unused else "")
+    return {"en": f"params (the first argument) are the parameters of a model Linear(4, 3), Tanh, Linear(3, 2){extra_en}, "
+                  f"taken in the form named, after one backward pass of a mean squared error",
+            "zh": f"params（第一个参数）是模型 Linear(4, 3)、Tanh、Linear(3, 2) 的参数{extra_zh}，按所示形式传入，"
+                  f"此前已对均方误差做过一次反向传播"}
+
+
 SGD_HINTS = (
     ("NoneType", {
         "en": "skip the parameters whose .grad is None: a parameter that the loss does not use has no gradient.",
@@ -117,7 +128,12 @@ def randn(check, seed, *shapes, device="cpu", dtype=torch.float64):
     return out[0] if len(out) == 1 else out
 
 
-def autograd_call(check, *args, hints, **options):
+def autograd_call(check, *args, hints, watch=False, **options):
+    """The probe autograd_call. What the call leaves on the caller's tensors is compared only where
+    the check is about it (`watch`, or a `caller` state): a helper that flips requires_grad on the
+    caller's x loses those checks, not every check of its values (one claim per check)."""
+    if not watch and "caller" not in options:
+        options["watched"] = []
     return explain(check, *args, probe="autograd_call", options=options, hints=hints)
 
 
@@ -139,6 +155,12 @@ def test_sums_over_outputs_that_mix_inputs(check, device):
     autograd_call(check, "cumsum_sin", x, v, hints=VJP_HINTS)
 
 
+@pytest.mark.target("vjp")
+def test_leaves_the_callers_x_and_v_as_they_were(check, device):
+    x, v = randn(check, 6, (3,), (3,), device=device)
+    autograd_call(check, "sin", x, v, watched=[[1, "x"], [2, "v"]], watch=True, hints=VJP_HINTS)
+
+
 @pytest.mark.target("jacobian")
 def test_matches_the_notes_diagonal_example(check, device):
     x = torch.tensor([0.0, 1.0], dtype=torch.float64, device=device)
@@ -155,6 +177,11 @@ def test_has_shape_y_shape_plus_x_shape(check, device):
     autograd_call(check, "row_sums", randn(check, 4, (2, 3), device=device), hints=JACOBIAN_HINTS)
 
 
+@pytest.mark.target("jacobian")
+def test_leaves_the_callers_x_as_it_was_after_every_pass(check, device):
+    autograd_call(check, "cumsum_sin", randn(check, 7, (3,), device=device), watch=True, hints=JACOBIAN_HINTS)
+
+
 @pytest.mark.target("second_derivative")
 def test_matches_the_notes_examples(check, device):
     autograd_call(check, "square", torch.tensor([3.0], dtype=torch.float64, device=device), hints=SECOND_HINTS)
@@ -164,6 +191,17 @@ def test_matches_the_notes_examples(check, device):
 @pytest.mark.target("second_derivative")
 def test_matches_minus_sin_for_sin(check, device):
     autograd_call(check, "sin", randn(check, 5, (2, 3), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_leaves_the_callers_x_as_it_was_after_differentiating_twice(check, device):
+    autograd_call(check, "cube", randn(check, 8, (3,), device=device), watch=True, hints=SECOND_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_leaves_the_callers_w_and_x_as_they_were(check, device):
+    w, x = randn(check, 9, (1,), (1,), device=device)
+    autograd_call(check, w, x, 2, fn=False, watched=[[0, "w"], [1, "x"]], watch=True, hints=ACCUMULATED_HINTS)
 
 
 @pytest.mark.target("accumulated_grad")
@@ -178,11 +216,18 @@ def test_accumulates_the_notes_5_10_15_20(check, device, steps):
 def test_steps_every_parameter_of_model_parameters_in_place(check, device):
     check.random(11)
     explain(check, "model.parameters()", 0.1, probe="autograd_sgd_step", options={"device": device, "seed": 11},
-            hints=SGD_HINTS)
+            hints=SGD_HINTS, note=sgd_note())
+
+
+@pytest.mark.target("sgd_step_")
+def test_skips_parameters_without_a_gradient(check, device):
+    check.random(13)
+    explain(check, "model.parameters()", 0.1, probe="autograd_sgd_step",
+            options={"device": device, "seed": 13, "unused": True}, hints=SGD_HINTS, note=sgd_note(unused=True))
 
 
 @pytest.mark.target("sgd_step_")
 def test_steps_a_list_of_parameters_in_place(check, device):
     check.random(12)
     explain(check, "list(model.parameters())", 0.5, probe="autograd_sgd_step",
-            options={"device": device, "seed": 12}, hints=SGD_HINTS)
+            options={"device": device, "seed": 12}, hints=SGD_HINTS, note=sgd_note())

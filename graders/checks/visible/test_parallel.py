@@ -50,13 +50,13 @@ def test_every_rank_ends_with_the_mean_of_the_ranks_gradients(check, device):
 @pytest.mark.target("ddp_train_step")
 def test_every_rank_ends_where_one_process_training_on_the_whole_batch_ends(check, device):
     check("tiny_net", batch(check, 3, device=device), "mse", "sgd", probe="ddp_train",
-          options={"device": device, "steps": 3})
+          options={"device": device, "steps": 3, "report": "parameters"})
 
 
 @pytest.mark.target("ddp_train_step")
 def test_returns_the_mean_loss_of_the_whole_batch_on_every_rank(check, device):
     check("linear", batch(check, 4, device=device, classes=2), "cross_entropy", "sgd", probe="ddp_train",
-          options={"device": device, "steps": 1})
+          options={"device": device, "steps": 1, "report": "losses"})
 
 
 @pytest.mark.target("wrap_ddp")

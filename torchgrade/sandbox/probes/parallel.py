@@ -715,15 +715,25 @@ def ddp_train(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **
     """``args = (model, batch, loss, optimizer)`` by name; identical replicas call the target `steps` times.
 
     Reports whether every rank returned the same losses and holds the same parameters, then per
-    rank: the loss each call returned, and the parameters and buffers after the last call.
+    rank: the loss each call returned, and the parameters and buffers after the last call. Option
+    ``report``: ``"losses"`` or ``"parameters"`` keeps only those facts, so that a check about one
+    does not fail for the other (one claim per check).
     """
+    report = options.pop("report", "all")
     limits = _limits(options)
     values = run_on_ranks(target, "train", args, kwargs, options, device, **limits)
     if isinstance(values, dict):
         return values
-    return {"same_losses_on_every_rank": _on_every_rank(values, "losses"),
-            "same_on_every_rank": _on_every_rank(values, "parameters_and_buffers"),
-            "losses": _by_rank(values, "losses"), "parameters_and_buffers": _by_rank(values, "parameters_and_buffers")}
+    losses = {"same_losses_on_every_rank": _on_every_rank(values, "losses"), "losses": _by_rank(values, "losses")}
+    parameters = {"same_on_every_rank": _on_every_rank(values, "parameters_and_buffers"),
+                  "parameters_and_buffers": _by_rank(values, "parameters_and_buffers")}
+    if report == "losses":
+        return losses
+    if report == "parameters":
+        return parameters
+    return {"same_losses_on_every_rank": losses["same_losses_on_every_rank"],
+            "same_on_every_rank": parameters["same_on_every_rank"],
+            "losses": losses["losses"], "parameters_and_buffers": parameters["parameters_and_buffers"]}
 
 
 @probe
