@@ -39,6 +39,7 @@ def fast_assignment_text(checks: Path) -> str:
     """assignment.yaml with absolute folders and a time limit of 2 s per check."""
     text = (ROOT / "assignment.yaml").read_text()
     for key, value in (("reference", ROOT / "reference"), ("checks", checks), ("stubs", ROOT / "exercises"),
+                       ("probes", ROOT / "graders" / "probes"), ("hints", ROOT / "graders" / "hints.yaml"),
                        ("time_limit", 2)):
         text, n = re.subn(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
         assert n == 1, f"assignment.yaml has no top-level {key}"
@@ -147,7 +148,7 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     assert g.isolation == best_level
     assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), \
-        [(t.name, t.output[:300]) for t in g.tests if t.status != "passed" and f"{t.exercise}.{t.target}" in others]
+        [(t.name, t.output[:3000]) for t in g.tests if t.status not in ("passed", "skipped") and f"{t.exercise}.{t.target}" in others]
     if attack.message:
         failures = [t.output for t in g.tests if f"{t.exercise}.{t.target}" in hit and t.status in ("failed", "error")]
         assert any(attack.message in m for m in failures), failures[:2]

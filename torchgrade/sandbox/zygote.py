@@ -169,6 +169,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     # Imports torch, and torch's lazy imports: the cost every worker then shares.
     from torchgrade.sandbox import worker
     from torchgrade.sandbox.probes import ProbeLoadError, load_course
+    from torchgrade.sandbox.recorder import guard_switches
     from torchgrade.sandbox.warmup import warm_up
 
     try:
@@ -177,6 +178,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
         control.send(json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
         return
     warm_up()
+    guard_switches()  # the profiler's switches are the recorder's (see torchgrade.sandbox.recorder)
     gc.freeze()  # the collector never walks what workers inherit: fewer copy-on-write page faults
 
     user = tuple(config["user"]) if config.get("user") else None
