@@ -29,7 +29,7 @@ from torchgrade.grading import grade_submission
 from torchgrade.report import render_report
 from torchgrade.results import results_document
 from torchgrade.sandbox import isolation
-from torchgrade.sandbox.host import isolation_level
+from torchgrade.sandbox.host import Sandbox, isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
 LEVELS = isolation.LEVELS
@@ -179,6 +179,24 @@ def test_without_isolation_the_attack_would_have_worked(attack, fast, arena, tmp
     assert g.isolation == "process"
     assert hit and all(score == maximum > 0 for score, maximum in hit.values()), \
         [(t.name, t.output[:300]) for t in g.tests if t.status != "passed"]
+
+
+def test_a_module_that_left_processes_behind_is_ended_before_another_module_runs(best_level, arena, tmp_path,
+                                                                                monkeypatch):
+    """What one module started (a fork bomb at the process cap) is gone before another module's worker
+    runs, so it cannot starve that module's ranks or workers; the module itself gets a fresh worker."""
+    monkeypatch.setenv(isolation.ENV_VAR, best_level)
+    attack = next(a for a in ATTACKS if a.name == "fork_bomb_spills")
+    sandbox = Sandbox(hostile_submission(attack, arena, tmp_path / attack.name))
+    try:
+        sandbox.run("data", "make_loader", "call", (list(range(4)), 2, False), {}, {}, timeout=20)
+        assert len(survivors(arena.mark)) > 100
+        reply = sandbox.run("tensors", "broadcast_shape", "call", ((2, 1), (1, 3)), {}, {}, timeout=20)
+        assert reply["value"] == (2, 3)
+        assert survivors(arena.mark) == []
+        assert "data" not in sandbox.workers
+    finally:
+        sandbox.close()
 
 
 CLASS = ("exit_at_import", "import_hang", "kill_parent", "kill_everything", "fork_bomb", "lingering_processes",
