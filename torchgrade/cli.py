@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from .config import ConfigError, load_assignment
 from .grading import GradingError, grade_submission
 from .i18n import LANG_HELP, LANGUAGES
 from .sandbox.host import start_early
+from .sandbox.isolation import ENV_VAR as ISOLATION_ENV, LEVELS as ISOLATION_LEVELS
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."
@@ -89,6 +91,47 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     click.echo(t("report_at", path=report_dir / "report.html"))
 
 
+#: Why `grade` will not run at isolation `process` unless asked to, and the two ways out (one line).
+PROCESS_REFUSED = (
+    "refusing to grade: the only sandbox available here is isolation 'process' ({why}), where a submission "
+    "runs as your own user: it could read the reference solutions, the hidden checks, other submissions and "
+    "your environment, and rewrite the results of every submission graded after it. Install bubblewrap "
+    "(Debian/Ubuntu: `sudo apt-get install bubblewrap`; GitHub Actions: a step `run: sudo apt-get install -y "
+    f"bubblewrap`), or accept the risk with `--isolation process` (or {ISOLATION_ENV}=process); see SECURITY.md")
+PROCESS_WARNING = ("torchgrade: warning: grading at isolation 'process', as asked: a submission can read the "
+                   "reference, the hidden checks and other submissions, and forge other students' results; "
+                   "every report and results.json says so")
+
+
+def _demand_isolation(choice: str | None) -> str:
+    """The isolation level `grade` runs at: the one asked for (--isolation, else TORCHGRADE_ISOLATION), else the
+    best available, which may not be `process` (fail closed: exit 2 before any student code runs)."""
+    import shutil
+
+    from .sandbox import isolation
+    from .sandbox.host import isolation_level
+
+    if choice is not None:  # every process of this run (pool workers, their sandboxes) reads it from there
+        if choice == "auto":
+            os.environ.pop(ISOLATION_ENV, None)
+        else:
+            os.environ[ISOLATION_ENV] = choice
+    try:
+        requested = isolation.requested_level()
+    except isolation.IsolationError as e:
+        _fail(str(e))
+    level = isolation_level(requested)
+    if level == "none":
+        _fail(f"isolation '{requested}' is not available here (see SECURITY.md)")
+    if level == "process" and requested is None:
+        why = ("bubblewrap does not work here" if shutil.which("bwrap") else "bubblewrap is not installed") + \
+              (" and torchgrade does not run as root" if os.geteuid() != 0 else "")
+        _fail(PROCESS_REFUSED.format(why=why))
+    if level == "process":
+        click.echo(PROCESS_WARNING, err=True)
+    return level
+
+
 class ShardType(click.ParamType):
     """`--shard i/n`: shard i (1-based) of n."""
 
@@ -124,8 +167,13 @@ class ShardType(click.ParamType):
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="With --executor dask: a running Dask scheduler (default: a local cluster of -j workers).")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when on a terminal).")
+@click.option("--isolation", "isolation_choice", type=click.Choice(["auto", *ISOLATION_LEVELS]), default=None,
+              help=f"The sandbox to demand (default: {ISOLATION_ENV}, else the best available). Grading refuses "
+                   "to run at `process`, where a submission can forge other students' results, unless it is "
+                   "asked for here or there. See SECURITY.md.")
 def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment_path: str | None, shard,
-          force: bool, executor: str, scheduler: str | None, progress: bool | None) -> None:
+          force: bool, executor: str, scheduler: str | None, progress: bool | None,
+          isolation_choice: str | None) -> None:
     """Grade submissions: each PATH is a submission folder, a .zip, or a folder of those.
 
     Resumable: each graded submission is recorded in DIR/ledger.jsonl as it completes, and a re-run
@@ -154,6 +202,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         total = len(submissions)
         submissions = shard.select(submissions)
         click.echo(f"shard {shard}: {len(submissions)} of {total} submission(s)")
+    _demand_isolation(isolation_choice)  # before anything is written or any student code runs
     if executor == "local" and jobs == 1:
         start_early()  # graded in this process
     bar = Progress(enabled=progress)
