@@ -172,6 +172,31 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     assert survivors(arena.mark) == []
 
 
+#: The attacks that no isolation level is needed for (they target the recorder or the process cap):
+#: also graded at every other level this machine offers.
+EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
+               "fork_bomb_spills")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if a.name in EVERY_LEVEL], ids=lambda a: a.name)
+def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attack, level, fast, best_level, arena,
+                                                                          tmp_path, monkeypatch):
+    if level == best_level:
+        pytest.skip("graded at this level by the test above")
+    if isolation_level(level) != level:
+        pytest.skip(f"this machine has no isolation {level}")
+    g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
+    hit, others = split(g, attack)
+    assert g.isolation == level
+    assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
+    assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+    deadline = time.monotonic() + 5
+    while survivors(arena.mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert survivors(arena.mark) == []
+
+
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.works_unisolated], ids=lambda a: a.name)
 def test_without_isolation_the_attack_would_have_worked(attack, fast, arena, tmp_path, monkeypatch):
     g = grade_at("process", attack, arena, fast, tmp_path, monkeypatch)

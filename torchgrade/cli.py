@@ -13,7 +13,8 @@ from .config import ConfigError, load_assignment
 from .grading import GradingError, grade_submission
 from .i18n import LANG_HELP, LANGUAGES
 from .sandbox.host import start_early
-from .sandbox.isolation import ENV_VAR as ISOLATION_ENV, LEVELS as ISOLATION_LEVELS
+from .sandbox.isolation import ENV_VAR as ISOLATION_ENV
+from .sandbox.isolation import LEVELS as ISOLATION_LEVELS
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."

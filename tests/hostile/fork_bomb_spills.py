@@ -1,4 +1,4 @@
-# ruff: noqa: F821 (appended to a reference module: the names it replaces are defined above it)
+# Attack file: appended to data.py of a copy of the reference (see tests/hostile/__init__.py).
 # Attack: make_loader starts 8 shells that each start 80 sleeping processes (a copy of `sleep` named
 # after the attack), until the sandbox's process cap says no, leaves them behind and answers
 # wrongly. The same submission's other modules (parallel.py starts two ranks per check) need
@@ -27,4 +27,3 @@ def make_loader(*args, **kwargs):
             if pid == 0:
                 os.execv("/bin/sh", ["sh", "-c", f"for i in $(seq 80); do {sleeper} 600 & done; wait"])
         time.sleep(1)  # (they are at the cap by now)
-    return None

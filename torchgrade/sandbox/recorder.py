@@ -28,8 +28,9 @@ import torch
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 from torch.overrides import TorchFunctionMode
 
-from ..forbidden import DISPATCHER, TAMPERED  # the `where` of a call seen only at the dispatcher; the name
-# under which a switched-off recorder is reported (what was done is its `where`)
+# The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
+from ..forbidden import DISPATCHER, TAMPERED
+
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
 _BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler", "torchvision")
 _EVALUATE = "autograd::engine::evaluate_function: "
@@ -142,6 +143,7 @@ class DispatchWatch:
         self.mode = mode
         self.nonce = secrets.token_hex(8)
         self.tampered: list[str] = []
+        self.windows = 0
         self.pid = os.getpid()
 
     @contextlib.contextmanager
@@ -149,7 +151,7 @@ class DispatchWatch:
         """Profile everything the request runs (the probe's own code included: only windows count)."""
         global _armed
         self.tampered = []
-        self.windows: list[int] = []
+        self.windows = 0
         with _quiet_stderr():
             _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
             _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
@@ -176,15 +178,20 @@ class DispatchWatch:
         depth = torch._C._len_torch_function_stack()
         try:
             with self.mode:
-                yield
-                if torch._C._len_torch_function_stack() != depth + 1 or \
-                        torch._C._get_function_stack_at(depth) is not self.mode:
-                    self.tampered.append("replaced torch's function modes")
-                if not torch._C._is_torch_function_enabled():
-                    self.tampered.append("left torch functions switched off")
+                try:
+                    yield
+                finally:
+                    self._audit(depth)
         finally:
             _exit(handle)
-            self.windows.append(1)
+            self.windows += 1
+
+    def _audit(self, depth: int) -> None:
+        """After the student's code: the mode is where it was put, and torch functions are on."""
+        if torch._C._len_torch_function_stack() != depth + 1 or torch._C._get_function_stack_at(depth) is not self.mode:
+            self.tampered.append("replaced torch's function modes")
+        if not torch._C._is_torch_function_enabled():
+            self.tampered.append("left torch functions switched off")
 
     def _collect(self) -> None:
         seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
@@ -199,7 +206,7 @@ class DispatchWatch:
                 seen.visit(root, main=root.start_tid == main)
         except Exception as e:  # the profiler broken from inside
             self.tampered.append(f"broke the profiler ({type(e).__name__})")
-        if len(seen.windows) != len(self.windows):
+        if len(seen.windows) != self.windows:
             self.tampered.append("restarted or paused the profiler")
         if seen.markers != self.mode.marked:
             self.tampered.append("made markers of the recorder's own")

@@ -22,7 +22,7 @@ import tempfile
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import wire
 from .inbox import output_file
