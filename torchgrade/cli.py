@@ -104,32 +104,41 @@ PROCESS_WARNING = ("torchgrade: warning: grading at isolation 'process', as aske
                    "every report and results.json says so")
 
 
-def _demand_isolation(choice: str | None) -> str:
+def _demand_isolation(choice: str | None, assignment) -> str:
     """The isolation level `grade` runs at: the one asked for (--isolation, else TORCHGRADE_ISOLATION), else the
-    best available, which may not be `process` (fail closed: exit 2 before any student code runs)."""
+    best that starts here, which may not be `process` (fail closed: exit 2 before any student code runs).
+
+    The sandbox is started here (it runs no student code) so that its level is known, not guessed; every
+    process of the run then demands that level: none falls back to a weaker one.
+    """
     import shutil
 
-    from .sandbox import isolation
-    from .sandbox.host import isolation_level
+    from .sandbox import host, isolation
 
-    if choice is not None:  # every process of this run (pool workers, their sandboxes) reads it from there
+    previous = os.environ.get(ISOLATION_ENV)
+    context = click.get_current_context(silent=True)
+    if context is not None:  # this process's environment is as it was once the command is done
+        context.call_on_close(lambda: os.environ.pop(ISOLATION_ENV, None) if previous is None
+                              else os.environ.__setitem__(ISOLATION_ENV, previous))
+    if choice is not None:
         if choice == "auto":
             os.environ.pop(ISOLATION_ENV, None)
         else:
             os.environ[ISOLATION_ENV] = choice
     try:
         requested = isolation.requested_level()
+        host.use_course(assignment.probes_dir)  # the sandbox started here is the one this process grades with
+        level = host.settle(requested)
     except isolation.IsolationError as e:
         _fail(str(e))
-    level = isolation_level(requested)
-    if level == "none":
-        _fail(f"isolation '{requested}' is not available here (see SECURITY.md)")
     if level == "process" and requested is None:
         why = ("bubblewrap does not work here" if shutil.which("bwrap") else "bubblewrap is not installed") + \
-              (" and torchgrade does not run as root" if os.geteuid() != 0 else "")
+              (" and torchgrade does not run as root" if os.geteuid() != 0 else
+               " and the sandbox user cannot read this Python installation")
         _fail(PROCESS_REFUSED.format(why=why))
     if level == "process":
         click.echo(PROCESS_WARNING, err=True)
+    os.environ[ISOLATION_ENV] = level
     return level
 
 
@@ -203,7 +212,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         total = len(submissions)
         submissions = shard.select(submissions)
         click.echo(f"shard {shard}: {len(submissions)} of {total} submission(s)")
-    _demand_isolation(isolation_choice)  # before anything is written or any student code runs
+    _demand_isolation(isolation_choice, assignment)  # before anything is written or any student code runs
     if executor == "local" and jobs == 1:
         start_early()  # graded in this process
     bar = Progress(enabled=progress)

@@ -257,6 +257,16 @@ def zygote(requested: str | None = None) -> Zygote:
         return _zygotes[requested]
 
 
+def settle(requested: str | None = None) -> str:
+    """Start this process's sandbox (None: the best level that starts) and return its level; it is kept
+    as the sandbox of that level too, for a run that then demands that level (IsolationError if none starts)."""
+    started = zygote(requested)
+    with _zygote_lock:
+        _zygotes.setdefault(started.plan.level, started)
+        _chosen.setdefault(started.plan.level, started.plan)
+    return started.plan.level
+
+
 def start_early() -> None:
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
     when the first check needs it; a failure to start is reported then, by `zygote`.
