@@ -2,6 +2,8 @@
 
 import textwrap
 
+import pytest
+
 from torchgrade.forbidden import runtime_violations, static_violations
 
 
@@ -68,3 +70,133 @@ def test_runtime_calls_without_a_student_line_are_the_harness_own():
     assert [(c.name, c.where) for c in found] == [
         ("view", "tensors.py line 12 (seen while it ran)"),
         ("convolution.default", "conv.py line 3 (seen while it ran)")]
+
+
+def test_a_call_seen_only_at_the_dispatcher_counts_and_says_where():
+    from torchgrade.forbidden import DISPATCHER
+
+    found = runtime_violations({"conv2d": DISPATCHER, "mul": DISPATCHER}, ("conv2d",))
+    assert [c.name for c in found] == ["conv2d"]
+    assert "torch's dispatcher" in found[0].message("corr2d")
+
+
+def test_a_recorder_switched_off_fails_a_target_with_forbidden_calls_only():
+    from torchgrade.forbidden import TAMPERED
+
+    calls = {TAMPERED: "stopped the profiler"}
+    found = runtime_violations(calls, ("view",))
+    assert len(found) == 1 and "may not switch off the grader's call recorder" in found[0].message("view")
+    assert "stopped the profiler" in found[0].message("view")
+    assert runtime_violations(calls, ()) == []
+
+
+# --- the recorder itself, in this process (the sandbox runs the same code) ---------------------------
+
+def recorded(tmp_path, source, call):
+    """What the recorder keeps of `call(module)`: {name: where}, for a module made of `source`."""
+    import importlib.util
+    import sys
+
+    from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
+
+    path = tmp_path / "student.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"student_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mode = CallRecorder(str(tmp_path) + "/")
+    watch = DispatchWatch(mode)
+    with watch.armed():
+        with watch.window():
+            call(module)
+    sys.modules.pop(spec.name, None)
+    return mode.calls
+
+
+HIDDEN = {
+    "DisableTorchFunction": """
+        import torch
+        def f(x):
+            with torch._C.DisableTorchFunction():
+                return getattr(x, "vi" + "ew")(-1)
+    """,
+    "the mode popped off the stack": """
+        import torch
+        def f(x):
+            mode = torch._C._pop_torch_function_stack()
+            try:
+                return getattr(x, "vi" + "ew")(-1)
+            finally:
+                torch._C._push_on_torch_function_stack(mode)
+    """,
+    "another thread": """
+        import threading
+        def f(x):
+            out = []
+            t = threading.Thread(target=lambda: out.append(getattr(x, "vi" + "ew")(-1)))
+            t.start()
+            t.join()
+            return out[0]
+    """,
+}
+
+
+@pytest.mark.parametrize("how", HIDDEN)
+def test_a_call_hidden_from_the_mode_is_seen_at_the_dispatcher(tmp_path, how):
+    import torch
+
+    from torchgrade.forbidden import DISPATCHER
+
+    calls = recorded(tmp_path, HIDDEN[how], lambda m: m.f(torch.zeros(2, 2)))
+    assert calls.get("view") == DISPATCHER, calls
+
+
+def test_autograd_run_by_the_engine_inside_a_backward_is_seen(tmp_path):
+    import torch
+
+    source = """
+        import torch
+        from torch.autograd import Variable
+
+        class Exp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.exp()
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                with torch.enable_grad():
+                    x = x.detach().requires_grad_(True)
+                    y = x.exp()
+                    return Variable._execution_engine.run_backward((y,), (g,), False, False, (x,), False, False)[0]
+    """
+
+    def call(m):
+        x = torch.ones(3, requires_grad=True)
+        m.Exp.apply(x).sum().backward()
+
+    calls = recorded(tmp_path, source, call)
+    assert {"backward", "grad"} <= set(calls), calls
+
+
+def test_honest_code_leaves_only_what_the_mode_saw(tmp_path):
+    """Printing, reshape (a view inside), a Parameter, a backward pass (expand inside): nothing at the dispatcher."""
+    import torch
+
+    from torchgrade.forbidden import DISPATCHER
+
+    source = """
+        import torch
+        def f(x):
+            w = torch.nn.Parameter(torch.ones(4))
+            y = (x.reshape(4) * w).sum()
+            print(y)
+            y.backward()
+            return w.grad
+    """
+    calls = recorded(tmp_path, source, lambda m: m.f(torch.ones(2, 2)))
+    hidden = {name for name, where in calls.items() if where == DISPATCHER}
+    assert not hidden & {"view", "expand", "reshape", "backward", "grad"}, calls
+    assert "reshape" in calls and "backward" in calls

@@ -9,6 +9,7 @@ succeed: that shows they are real. A last test grades a class of them with the c
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,8 +30,8 @@ from torchgrade.config import load_assignment
 from torchgrade.grading import grade_submission
 from torchgrade.report import render_report
 from torchgrade.results import results_document
-from torchgrade.sandbox import isolation
-from torchgrade.sandbox.host import isolation_level
+from torchgrade.sandbox import host, isolation
+from torchgrade.sandbox.host import Sandbox, isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
 LEVELS = isolation.LEVELS
@@ -153,7 +154,7 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     assert g.isolation == best_level
     assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), \
-        [(t.name, t.output[:300]) for t in g.tests if t.status != "passed" and f"{t.exercise}.{t.target}" in others]
+        [(t.name, t.output[:3000]) for t in g.tests if t.status not in ("passed", "skipped") and f"{t.exercise}.{t.target}" in others]
     if attack.message:
         failures = [t.output for t in g.tests if f"{t.exercise}.{t.target}" in hit and t.status in ("failed", "error")]
         assert any(attack.message in m for m in failures), failures[:2]
@@ -177,6 +178,44 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     assert survivors(arena.mark) == []
 
 
+@functools.cache
+def available_levels() -> tuple[str, ...]:
+    """The levels whose sandbox starts here (a level can be offered and still fail to start)."""
+    found = []
+    for level in LEVELS:
+        try:
+            host.zygote(level)
+        except host.IsolationError:
+            continue
+        found.append(level)
+    return tuple(found)
+
+
+#: The attacks that no isolation level is needed for (they target the recorder or the process cap):
+#: also graded at every other level this machine offers.
+EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
+               "fork_bomb_spills")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if a.name in EVERY_LEVEL], ids=lambda a: a.name)
+def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attack, level, fast, best_level, arena,
+                                                                          tmp_path, monkeypatch):
+    if level == best_level:
+        pytest.skip("graded at this level by the test above")
+    if level not in available_levels():
+        pytest.skip(f"this machine has no isolation {level}")
+    g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
+    hit, others = split(g, attack)
+    assert g.isolation == level
+    assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
+    assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+    deadline = time.monotonic() + 5
+    while survivors(arena.mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert survivors(arena.mark) == []
+
+
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.works_unisolated], ids=lambda a: a.name)
 def test_without_isolation_the_attack_would_have_worked(attack, fast, arena, tmp_path, monkeypatch):
     g = grade_at("process", attack, arena, fast, tmp_path, monkeypatch)
@@ -184,6 +223,24 @@ def test_without_isolation_the_attack_would_have_worked(attack, fast, arena, tmp
     assert g.isolation == "process"
     assert hit and all(score == maximum > 0 for score, maximum in hit.values()), \
         [(t.name, t.output[:300]) for t in g.tests if t.status != "passed"]
+
+
+def test_a_module_that_left_processes_behind_is_ended_before_another_module_runs(best_level, arena, tmp_path,
+                                                                                monkeypatch):
+    """What one module started (a fork bomb at the process cap) is gone before another module's worker
+    runs, so it cannot starve that module's ranks or workers; the module itself gets a fresh worker."""
+    monkeypatch.setenv(isolation.ENV_VAR, best_level)
+    attack = next(a for a in ATTACKS if a.name == "fork_bomb_spills")
+    sandbox = Sandbox(hostile_submission(attack, arena, tmp_path / attack.name))
+    try:
+        sandbox.run("data", "make_loader", "call", (list(range(4)), 2, False), {}, {}, timeout=20)
+        assert len(survivors(arena.mark)) > 100
+        reply = sandbox.run("tensors", "broadcast_shape", "call", ((2, 1), (1, 3)), {}, {}, timeout=20)
+        assert reply["value"] == (2, 3)
+        assert survivors(arena.mark) == []
+        assert "data" not in sandbox.workers
+    finally:
+        sandbox.close()
 
 
 CLASS = ("exit_at_import", "import_hang", "kill_parent", "kill_everything", "fork_bomb", "lingering_processes",

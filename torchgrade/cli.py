@@ -14,6 +14,8 @@ from .config import ConfigError, load_assignment
 from .grading import GradingError, grade_submission
 from .i18n import LANG_HELP, LANGUAGES
 from .sandbox.host import start_early
+from .sandbox.isolation import ENV_VAR as ISOLATION_ENV
+from .sandbox.isolation import LEVELS as ISOLATION_LEVELS
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."
@@ -154,6 +156,56 @@ def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verb
         watcher.close()
 
 
+#: Why `grade` will not run at isolation `process` unless asked to, and the two ways out (one line).
+PROCESS_REFUSED = (
+    "refusing to grade: the only sandbox available here is isolation 'process' ({why}), where a submission "
+    "runs as your own user: it could read the reference solutions, the hidden checks, other submissions and "
+    "your environment, and rewrite the results of every submission graded after it. Install bubblewrap "
+    "(Debian/Ubuntu: `sudo apt-get install bubblewrap`; GitHub Actions: a step `run: sudo apt-get install -y "
+    f"bubblewrap`), or accept the risk with `--isolation process` (or {ISOLATION_ENV}=process); see SECURITY.md")
+PROCESS_WARNING = ("torchgrade: warning: grading at isolation 'process', as asked: a submission can read the "
+                   "reference, the hidden checks and other submissions, and forge other students' results; "
+                   "every report and results.json says so")
+
+
+def _demand_isolation(choice: str | None, assignment) -> str:
+    """The isolation level `grade` runs at: the one asked for (--isolation, else TORCHGRADE_ISOLATION), else the
+    best that starts here, which may not be `process` (fail closed: exit 2 before any student code runs).
+
+    The sandbox is started here (it runs no student code) so that its level is known, not guessed; every
+    process of the run then demands that level: none falls back to a weaker one.
+    """
+    import shutil
+
+    from .sandbox import host, isolation
+
+    previous = os.environ.get(ISOLATION_ENV)
+    context = click.get_current_context(silent=True)
+    if context is not None:  # this process's environment is as it was once the command is done
+        context.call_on_close(lambda: os.environ.pop(ISOLATION_ENV, None) if previous is None
+                              else os.environ.__setitem__(ISOLATION_ENV, previous))
+    if choice is not None:
+        if choice == "auto":
+            os.environ.pop(ISOLATION_ENV, None)
+        else:
+            os.environ[ISOLATION_ENV] = choice
+    try:
+        requested = isolation.requested_level()
+        host.use_course(assignment.probes_dir)  # the sandbox started here is the one this process grades with
+        level = host.settle(requested)
+    except isolation.IsolationError as e:
+        _fail(str(e))
+    if level == "process" and requested is None:
+        why = ("bubblewrap does not work here" if shutil.which("bwrap") else "bubblewrap is not installed") + \
+              (" and torchgrade does not run as root" if getattr(os, "geteuid", lambda: -1)() != 0 else
+               " and the sandbox user cannot read this Python installation")
+        _fail(PROCESS_REFUSED.format(why=why))
+    if level == "process":
+        click.echo(PROCESS_WARNING, err=True)
+    os.environ[ISOLATION_ENV] = level
+    return level
+
+
 class ShardType(click.ParamType):
     """`--shard i/n`: shard i (1-based) of n."""
 
@@ -208,8 +260,13 @@ def _check_out(out: Path) -> None:
               help="With --executor dask: a running Dask scheduler (default: a local cluster of -j workers).")
 @click.option("--progress/--no-progress", default=None, help="Show a progress bar (default: when on a terminal).")
 @click.option("--private", is_flag=True, help=PRIVATE_HELP)
+@click.option("--isolation", "isolation_choice", type=click.Choice(["auto", *ISOLATION_LEVELS]), default=None,
+              help=f"The sandbox to demand (default: {ISOLATION_ENV}, else the best available). Grading refuses "
+                   "to run at `process`, where a submission can forge other students' results, unless it is "
+                   "asked for here or there. See SECURITY.md.")
 def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment_path: str | None, shard,
-          force: bool, executor: str, scheduler: str | None, progress: bool | None, private: bool) -> None:
+          force: bool, executor: str, scheduler: str | None, progress: bool | None,
+          isolation_choice: str | None, private: bool) -> None:
     """Grade submissions: each PATH is a submission folder, a .zip, or a folder of those.
 
     Resumable: each graded submission is recorded in DIR/ledger.jsonl as it completes, and a re-run
@@ -242,6 +299,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         total = len(submissions)
         submissions = shard.select(submissions)
         click.echo(f"shard {shard}: {len(submissions)} of {total} submission(s)")
+    _demand_isolation(isolation_choice, assignment)  # before anything is written or any student code runs
     if executor == "local" and jobs == 1:
         start_early()  # graded in this process
     bar = Progress(enabled=progress)

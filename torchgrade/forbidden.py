@@ -24,6 +24,8 @@ class ForbiddenCall:
     where: str
 
     def message(self, target: str) -> str:
+        if self.pattern == "*":  # the recorder itself was switched off
+            return f"forbidden: {target} may not switch off the grader's call recorder; at {self.where}"
         rule = f"`{self.pattern}`" if self.pattern == self.name else f"`{self.pattern}` (here `{self.name}`)"
         return f"forbidden call: {target} may not use {rule}, found at {self.where}"
 
@@ -48,14 +50,28 @@ def _match(name: str, patterns: tuple[str, ...]) -> str | None:
     return None
 
 
+#: Names the sandbox's recorder uses (torchgrade.sandbox.recorder; kept here, which imports no torch).
+DISPATCHER = "dispatcher"
+TAMPERED = "<recorder switched off>"
+
+
 def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list[ForbiddenCall]:
-    """Forbidden names among the calls the sandbox recorded (only calls made from the student's files)."""
+    """Forbidden names among the calls the sandbox recorded (only calls made from the student's files).
+
+    A call seen only at torch's dispatcher (the student's code switched the recorder's mode off or went
+    around it) counts like one seen with its line; a recorder switched off while a target with
+    forbidden calls ran is a forbidden call in itself.
+    """
     found = []
+    if patterns and isinstance(calls.get(TAMPERED), str):
+        found.append(ForbiddenCall("the call recorder", "*", f"run time: the code {calls[TAMPERED]}"))
     for name, where in calls.items():
-        if not where or not isinstance(where, str):
+        if not where or not isinstance(where, str) or name == TAMPERED:
             continue  # made by the probe, not the student's code
         pattern = _match(name.split(".")[0] if name.endswith((".default", ".Tensor")) else name, patterns)
-        if pattern:
+        if pattern and where == DISPATCHER:
+            found.append(ForbiddenCall(name, pattern, "run time, at torch's dispatcher (hidden from the call recorder)"))
+        elif pattern:
             file, _, line = where.rpartition(":")
             found.append(ForbiddenCall(name, pattern, f"{file} line {line} (seen while it ran)"))
     return found

@@ -159,6 +159,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "no_device": {"en": "no device", "zh": "无"},
     "seconds": {"en": "{seconds} s", "zh": "{seconds} 秒"},
     "isolation": {"en": "isolation: {isolation}", "zh": "隔离方式：{isolation}"},
+    "isolation_process": {
+        "en": "Graded at isolation 'process', without a sandbox between submissions: this score could have been "
+              "forged by another submission graded in the same run (see SECURITY.md).",
+        "zh": "本次评测的隔离方式为 'process'（提交之间没有沙箱）：同一批评测中的其他提交可能伪造了这个分数（见 SECURITY.md）。"},
     "status_passed": {"en": "passed", "zh": "通过"},
     "status_failed": {"en": "failed", "zh": "未通过"},
     "status_error": {"en": "error", "zh": "出错"},

@@ -57,6 +57,16 @@ ATTACKS = (
     Attack("pickle_payload", ("tensors.gather",), message="not plain data"),
     Attack("nan_inf", ("conv.corr2d", "conv.pool2d"), module="conv"),
     Attack("fake_grad_fn", ("functions.Exp",), module="functions"),
+    # Hiding a forbidden call from the recorder: names built at run time, torch's modes switched off,
+    # another thread, autograd's engine run inside a backward, the profiler switched off.
+    Attack("hidden_calls_conv", ("conv.corr2d", "conv.pool2d"), module="conv", message="at torch's dispatcher"),
+    Attack("hidden_calls_tensors", ("tensors.view", "tensors.gather", "tensors.one_hot"),
+           message="at torch's dispatcher"),
+    Attack("autograd_in_backward", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3",
+                                    "functions.LinearFn"), module="functions",
+           untouched=("functions.Conv2dFn", "functions.legendre_model", *UNTOUCHED), message="forbidden call"),
+    Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
+           message="may not switch off the grader's call recorder"),
     # Crashing or leaving: each costs only the attacked target (or, at import, the module).
     Attack("exit_at_import", ("tensors",), untouched=("conv.conv_output_size",), message="SystemExit"),
     Attack("os_exit_in_function", ("tensors.gather",), message="exited with status 0"),
@@ -71,6 +81,8 @@ ATTACKS = (
     Attack("import_hang", ("tensors",), untouched=("conv.conv_output_size",), message="importing tensors.py took longer"),
     Attack("memory_bomb", ("tensors.gather",)),
     Attack("fork_bomb", ("tensors.gather",)),
+    Attack("fork_bomb_spills", ("data.make_loader",), module="data",
+           untouched=("parallel.shard", "parallel.broadcast_parameters", "tensors.broadcast_shape")),
     Attack("lingering_processes", ("tensors.gather",)),
     Attack("output_flood", ("tensors.gather",)),
     # Reaching out: files, other processes, the network, the report.

@@ -48,6 +48,9 @@ ZYGOTE_ANSWER_S = 60.0
 #: Text in a reply (messages, tracebacks) is cut to this many characters; a call record to this many names.
 MAX_TEXT = 8000
 MAX_CALLS = 10_000
+#: A worker switched away from with more threads than this is ended rather than stopped (torch's own
+#: threads are a few; a crowd of them counts against the next module's process cap).
+THREADS_KEPT = 32
 
 __all__ = ["BadReply", "Died", "IsolationError", "Limits", "Sandbox", "SandboxFailure", "Timeout",
            "isolation_level"]
@@ -186,12 +189,13 @@ class Zygote:
         except ZygoteGone:
             return None
 
-    def signal_group(self, pid: int, op: str) -> bool:
-        """Pause or resume a worker's process group; False if it (or the zygote) is gone."""
+    def signal_group(self, pid: int, op: str) -> dict:
+        """Pause or resume a worker's process group: {"ok": False} if it (or the zygote) is gone, else
+        {"ok": True, "processes": it started and are alive, "threads": its own}."""
         try:
-            return bool(self._ask({"op": op, "pid": pid}).get("ok"))
+            return self._ask({"op": op, "pid": pid})
         except ZygoteGone:
-            return False
+            return {"ok": False}
 
     def reset(self) -> None:
         """Between submissions: kill whatever is left and empty the private temporary folders."""
@@ -251,6 +255,16 @@ def zygote(requested: str | None = None) -> Zygote:
         plan = _chosen.get(requested)
         _zygotes[requested] = Zygote(plan) if plan is not None else _start_best(requested)
         return _zygotes[requested]
+
+
+def settle(requested: str | None = None) -> str:
+    """Start this process's sandbox (None: the best level that starts) and return its level; it is kept
+    as the sandbox of that level too, for a run that then demands that level (IsolationError if none starts)."""
+    started = zygote(requested)
+    with _zygote_lock:
+        _zygotes.setdefault(started.plan.level, started)
+        _chosen.setdefault(started.plan.level, started.plan)
+    return started.plan.level
 
 
 def start_early() -> None:
@@ -371,17 +385,23 @@ class Worker:
         ours.close()
         self.hello = self._receive(timeout, importing=True)
 
-    def pause(self) -> None:
-        """Stop it and everything it started until its next request (another module's turn)."""
+    def pause(self) -> bool:
+        """Stop it and everything it started until its next request (another module's turn); False if
+        it left processes or a crowd of threads running, which would count against the next module's
+        process cap (the caller then ends it)."""
         if not self.paused and not self.closed:
-            self.paused = self.zygote.signal_group(self.pid, "pause")
+            answer = self.zygote.signal_group(self.pid, "pause")
+            self.paused = bool(answer.get("ok"))
+            if answer.get("processes", 0) > 0 or answer.get("threads", 0) > THREADS_KEPT:
+                return False
+        return True
 
     def usable(self) -> bool:
         """Whether this worker can take another request: its zygote lives and so does it (resumed if paused)."""
         if not self.zygote.alive():
             return False
         if self.paused:
-            self.paused = not self.zygote.signal_group(self.pid, "resume")
+            self.paused = not self.zygote.signal_group(self.pid, "resume").get("ok")
             self.resumed = not self.paused
             return self.resumed
         return True
@@ -507,8 +527,8 @@ class Sandbox:
     def _worker_for(self, exercise: str) -> Worker | None:
         """The module's live worker, running (the one that ran before is stopped), or None."""
         worker = self.workers.get(exercise)
-        if self._running is not None and self._running is not worker:
-            self._running.pause()
+        if self._running is not None and self._running is not worker and not self._running.pause():
+            self._retire(self._running.exercise)  # one module's leftovers never starve the next module
         self._running = worker
         if worker is not None and not worker.usable():  # killed while it waited: not its own doing
             self._retire(exercise)

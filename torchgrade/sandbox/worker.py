@@ -22,44 +22,17 @@ import tempfile
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Iterator
-
-from torch.overrides import TorchFunctionMode
+from typing import Any
 
 from . import wire
 from .inbox import output_file
 from .probes import Target, run_probe
+from .recorder import CallRecorder, DispatchWatch
 
 #: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
 CPU_LIMITS_PER_WORKER = 50
 #: The largest request the worker reads (inputs are built by trusted checks, so this is generous).
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
-
-
-class CallRecorder(TorchFunctionMode):
-    """Records every torch function and Tensor method the student's code calls, with its first line."""
-
-    def __init__(self, submission: str):
-        super().__init__()
-        self.submission = submission
-        self.calls: dict[str, str] = {}
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", None) or repr(func)
-        if name in ("__get__", "__set__"):  # a property: name it by the attribute
-            name = getattr(getattr(func, "__self__", None), "__name__", name)
-        if name not in self.calls:
-            self.calls[name] = self._student_line()
-        return func(*args, **(kwargs or {}))
-
-    def _student_line(self) -> str:
-        frame = sys._getframe(2)
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(self.submission):
-                return f"{os.path.basename(filename)}:{frame.f_lineno}"
-            frame = frame.f_back
-        return ""
 
 
 def student_traceback(error: BaseException, submission: str) -> str:
@@ -80,13 +53,13 @@ class Session:
         self.submission = str(submission.resolve()) + os.sep
         self.exercise = exercise
         self.recorder = CallRecorder(self.submission)
+        self.dispatch = DispatchWatch(self.recorder)
         self.module: Any = None
         self.import_failure: dict | None = None
 
-    @contextlib.contextmanager
-    def watch(self) -> Iterator[None]:
-        with self.recorder:
-            yield
+    def watch(self) -> contextlib.AbstractContextManager:
+        """One run of the student's code, recorded (see torchgrade.sandbox.recorder)."""
+        return self.dispatch.window()
 
     def load(self) -> dict:
         """Import the module (once); return the hello the host waits for: imported, or why not."""
@@ -119,8 +92,9 @@ class Session:
         self.recorder.calls.clear()
         target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
         try:
-            outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
-                                dict(request["options"]))
+            with self.dispatch.armed():
+                outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
+                                    dict(request["options"]))
         except BaseException as e:  # the probe itself tripped over what the student returned
             outcome = {"probe_error": f"{type(e).__name__}: {e}"[:2000],
                        "traceback": student_traceback(e, self.submission)}

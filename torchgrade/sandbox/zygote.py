@@ -14,7 +14,8 @@ Protocol on the control socket (SOCK_SEQPACKET, one JSON message per packet):
       -> {"pid": N}
   {"op": "reap", "pid": N} -> kills N's process group, waits -> {"exitcode": code}
       (negative: killed by that signal, as in subprocess)
-  {"op": "pause" | "resume", "pid": N} -> stops or continues N and all it started -> {"ok": bool}
+  {"op": "pause" | "resume", "pid": N} -> stops or continues N and all it started
+      -> {"ok": bool, "processes": how many it started that are alive, "threads": N's own}
   (reap, pause and resume refuse any pid that is not one of its workers)
   {"op": "reset"} -> kills every process left, empties the private temporary folders -> {"ok": true}
 
@@ -61,8 +62,8 @@ def children(pid: int | None = None) -> set[int]:
     return pids
 
 
-def signal_tree(pid: int, sig: int) -> None:
-    """Send `sig` to a worker's process group, then to every descendant that left it (setsid).
+def signal_tree(pid: int, sig: int) -> set[int]:
+    """Send `sig` to a worker's process group, then to every descendant that left it (setsid); return them all.
 
     For SIGSTOP each process is stopped before its children are listed, so none escapes by forking.
     """
@@ -74,6 +75,15 @@ def signal_tree(pid: int, sig: int) -> None:
             todo.append(child)
             with contextlib.suppress(OSError):
                 os.kill(child, sig)
+    return seen
+
+
+def threads(pid: int) -> int:
+    """How many threads a process has (0 if it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
 
 
 def kill_tree(pid: int) -> None:
@@ -169,6 +179,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     # Imports torch, and torch's lazy imports: the cost every worker then shares.
     from torchgrade.sandbox import worker
     from torchgrade.sandbox.probes import ProbeLoadError, load_course
+    from torchgrade.sandbox.recorder import guard_switches
     from torchgrade.sandbox.warmup import warm_up
 
     try:
@@ -177,6 +188,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
         control.send(json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
         return
     warm_up()
+    guard_switches()  # the profiler's switches are the recorder's (see torchgrade.sandbox.recorder)
     gc.freeze()  # the collector never walks what workers inherit: fewer copy-on-write page faults
 
     user = tuple(config["user"]) if config.get("user") else None
@@ -227,8 +239,10 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
                     reply = {"ok": False, "exitcode": os.waitstatus_to_exitcode(status)}
                 else:
                     try:
-                        signal_tree(pid, signal.SIGSTOP if op == "pause" else signal.SIGCONT)
-                        reply = {"ok": True}
+                        tree = signal_tree(pid, signal.SIGSTOP if op == "pause" else signal.SIGCONT)
+                        # What it left running besides itself (processes, threads) counts against the
+                        # sandbox user's process cap: the host ends such a worker rather than keep it.
+                        reply = {"ok": True, "processes": len(tree) - 1, "threads": threads(pid)}
                     except (ProcessLookupError, PermissionError):
                         reply = {"ok": False}
             elif op == "reset":

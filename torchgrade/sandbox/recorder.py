@@ -1,0 +1,272 @@
+"""The call recorder: what torch ran while the student's code ran, seen at two layers.
+
+1. ``CallRecorder``, a ``TorchFunctionMode``: every torch function and Tensor method the student's
+   code calls, by its Python name, with the student's line. Python can switch it off
+   (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
+2. ``DispatchWatch``: torch's profiler, armed around each request, sees every operator at the
+   dispatcher (RecordFunction), in every thread, whatever Python modes are on. Each call the mode
+   sees is bracketed by a marker; an operator outside any marker ran where the mode did not see
+   it, and is recorded by its name too (``where`` = ``DISPATCHER``). The autograd engine run
+   inside a backward (a hidden ``torch.autograd.grad``, the engine's own ``run_backward``) shows
+   as a node evaluated inside another node's evaluation, and is recorded as ``backward``/``grad``.
+
+Switching the layers off is itself recorded (``TAMPERED``): the mode gone from the stack, the
+profiler stopped, restarted or paused (its switches are replaced, before any student code runs, by
+ones that refuse and record), or markers that the mode did not make.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import sys
+from typing import Any, Iterator
+
+import torch
+from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
+from torch.overrides import TorchFunctionMode
+
+# The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
+from ..forbidden import DISPATCHER, TAMPERED
+
+#: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
+_BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler", "torchvision")
+_EVALUATE = "autograd::engine::evaluate_function: "
+#: Autograd nodes of torch's own (derivative formulas) end in a number or are torch::autograd's;
+#: a custom Function's node is its class name plus "Backward".
+_BUILTIN_NODE = re.compile(r"(Backward\d+|^torch::autograd::.*)$")
+#: The profiler's switches, replaced in every module that holds them by ones that refuse while armed.
+_SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_profiler", "_disable_profiler_legacy",
+             "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler")
+_A = torch._C._autograd
+_REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
+_enter = torch.ops.profiler._record_function_enter_new
+_exit = torch.ops.profiler._record_function_exit._RecordFunction
+
+
+class CallRecorder(TorchFunctionMode):
+    """Records every torch function and Tensor method the student's code calls, with its first line."""
+
+    def __init__(self, submission: str):
+        super().__init__()
+        self.submission = submission
+        self.calls: dict[str, str] = {}
+        #: The marker name around each call (set while a DispatchWatch is armed), and how many it made.
+        self.marker: str | None = None
+        self.marked = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None) or repr(func)
+        if name in ("__get__", "__set__"):  # a property: name it by the attribute
+            name = getattr(getattr(func, "__self__", None), "__name__", name)
+        if name not in self.calls:
+            self.calls[name] = self._student_line()
+        if self.marker is None:
+            return func(*args, **(kwargs or {}))
+        self.marked += 1
+        handle = _enter(self.marker, None)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            _exit(handle)
+
+    def _student_line(self) -> str:
+        frame = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(self.submission):
+                return f"{os.path.basename(filename)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return ""
+
+
+class _Guard:
+    """Stands in for one of the profiler's switches: refuses, and says so, while a request is watched."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _armed is not None:
+            _armed.tampered.append(f"called torch.autograd.{self.name}")
+            raise RuntimeError(f"torch.autograd.{self.name} is the grader's while a check runs")
+        return _REAL[self.name](*args, **kwargs)
+
+
+_armed: DispatchWatch | None = None
+
+
+def guard_switches() -> None:
+    """Replace the profiler's switches wherever a module holds them (before any student code runs)."""
+    originals = {id(f): name for name, f in _REAL.items()}
+    for module in list(sys.modules.values()):
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in items:
+            name = originals.get(id(value))
+            if name is not None and value is _REAL[name]:
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(module, attr, _Guard(name))
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Kineto prints a line on fd 2 at each start and stop: into /dev/null, not the student's output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _config() -> ProfilerConfig:
+    from torch._C._profiler import _ExperimentalConfig
+
+    return ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False,
+                          _ExperimentalConfig(profile_all_threads=True))
+
+
+class DispatchWatch:
+    """The profiler armed around one request; afterwards, what ran unseen by the mode joins its record."""
+
+    def __init__(self, mode: CallRecorder):
+        self.mode = mode
+        self.nonce = secrets.token_hex(8)
+        self.tampered: list[str] = []
+        self.windows = 0
+        self.pid = os.getpid()
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """Profile everything the request runs (the probe's own code included: only windows count)."""
+        global _armed
+        self.tampered = []
+        self.windows = 0
+        with _quiet_stderr():
+            _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
+            _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
+        _exit(_enter(f"torchgrade::armed::{self.nonce}", None))  # names this thread in the profiler's record
+        _armed = self
+        self.mode.marker = f"torchgrade::seen::{self.nonce}"
+        self.mode.marked = 0
+        try:
+            yield
+        finally:
+            _armed = None
+            self.mode.marker = None
+            if os.getpid() == self.pid:  # (a child forked by the probe leaves the profiler to its parent)
+                self._collect()
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """One run of the student's code: a marker, the mode on top, and an audit of both afterwards."""
+        if _armed is not self:
+            with self.mode:
+                yield
+            return
+        handle = _enter(f"torchgrade::watch::{self.nonce}", None)
+        depth = torch._C._len_torch_function_stack()
+        try:
+            with self.mode:
+                try:
+                    yield
+                finally:
+                    self._audit(depth)
+        finally:
+            _exit(handle)
+            self.windows += 1
+
+    def _audit(self, depth: int) -> None:
+        """After the student's code: the mode is where it was put, and torch functions are on."""
+        if torch._C._len_torch_function_stack() != depth + 1 or torch._C._get_function_stack_at(depth) is not self.mode:
+            self.tampered.append("replaced torch's function modes")
+        if not torch._C._is_torch_function_enabled():
+            self.tampered.append("left torch functions switched off")
+
+    def _collect(self) -> None:
+        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
+        try:
+            with _quiet_stderr():
+                result = _REAL["_disable_profiler"]()
+            roots = result.experimental_event_tree()
+            main = next((r.start_tid for r in roots if r.name == f"torchgrade::armed::{self.nonce}"), None)
+            if main is None:
+                self.tampered.append("restarted the profiler")
+            for root in roots:
+                seen.visit(root, main=root.start_tid == main)
+        except Exception as e:  # the profiler broken from inside
+            self.tampered.append(f"broke the profiler ({type(e).__name__})")
+        if len(seen.windows) != self.windows:
+            self.tampered.append("restarted or paused the profiler")
+        if seen.markers != self.mode.marked:
+            self.tampered.append("made markers of the recorder's own")
+        calls = self.mode.calls
+        for name in seen.names:
+            calls.setdefault(name, DISPATCHER)
+        if self.tampered:
+            calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
+
+
+class Findings:
+    """A walk of the profiler's event tree: operators the mode did not see, autograd run inside a backward."""
+
+    def __init__(self, seen_marker: str, window_marker: str):
+        self.seen_marker = seen_marker
+        self.window_marker = window_marker
+        self.names: list[str] = []
+        self.windows: list[Any] = []
+        self.markers = 0
+
+    def visit(self, root: Any, main: bool) -> None:
+        """A root event: in the main thread only the student's windows count; in any other, everything."""
+        if main:
+            self._find_windows(root)
+        else:
+            self._walk(root, seen=False, evaluating=False, main=False)
+
+    def _find_windows(self, event: Any) -> None:
+        if event.name == self.window_marker:
+            self.windows.append(event)
+            for child in event.children:
+                self._walk(child, seen=False, evaluating=False, main=True)
+            return
+        if event.name == self.seen_marker:  # a marker outside a window: not the recorder's
+            self.markers += 1
+        for child in event.children:
+            self._find_windows(child)
+
+    def _walk(self, event: Any, seen: bool, evaluating: bool, main: bool) -> None:
+        name = event.name
+        if name == self.seen_marker:
+            self.markers += 1
+            seen = True
+        elif name.startswith(_EVALUATE):
+            # Autograd run inside a backward; or, in the student's thread, started where the mode did not
+            # see it (other threads: autograd's own device threads run the nodes of a backward pass).
+            if evaluating or (main and not seen):
+                self._add("backward")
+                self._add("grad")
+            builtin = bool(_BUILTIN_NODE.search(name[len(_EVALUATE):]))
+            for child in event.children:  # torch's own derivative formulas are its business; a custom
+                self._walk(child, builtin, True, main)  # Function's backward is the student's code
+            return
+        elif "::" in name and name.split("::", 1)[0] in _BUILTIN:
+            if not seen:
+                self._add(name.split("::", 1)[1])
+            seen = True  # what an operator runs inside is its implementation
+        for child in event.children:
+            self._walk(child, seen, evaluating, main)
+
+    def _add(self, name: str) -> None:
+        if name not in self.names:
+            self.names.append(name)
