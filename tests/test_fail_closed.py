@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, make_submission
+from conftest import ROOT, make_submission, small_course
 
 from torchgrade.sandbox.isolation import ENV_VAR
 
@@ -23,18 +23,7 @@ NO_SANDBOX = "import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'torchgra
 
 @pytest.fixture
 def small_assignment(tmp_path):
-    path = tmp_path / "small.yaml"
-    path.write_text(f"""
-title: Small
-reference: {ROOT / 'reference'}
-checks: {ROOT / 'graders' / 'checks'}
-stubs: {ROOT / 'exercises'}
-exercises:
-  tensors:
-    targets:
-      broadcast_shape: 2
-""")
-    return path
+    return small_course(tmp_path, {"tensors": {"broadcast_shape": 2}})
 
 
 def without_sandbox(tmp_path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -78,7 +67,8 @@ def test_asked_for_process_isolation_grades_and_says_so_everywhere(tmp_path, sma
     assert done.returncode == 0, done.stderr
     assert "warning: grading at isolation 'process'" in done.stderr
     document = json.loads((out / "alice" / "results.json").read_text())
-    assert document["torchgrade"]["isolation"] == "process" and document["score"] == document["max_score"] > 0
+    assert document["extra_data"]["isolation"] == "process"
+    assert document["score"] == document["extra_data"]["max_score"] > 0
     assert 'id="isolation-warning"' in (out / "alice" / "report.html").read_text()
     assert marker.exists()
 
@@ -88,7 +78,7 @@ def test_check_keeps_working_without_bubblewrap(tmp_path, small_assignment):
     done = without_sandbox(tmp_path, "check", "tensors.broadcast_shape", "--path", ROOT / "reference",
                            "--report", report, "--assignment", small_assignment)
     assert done.returncode == 0, done.stderr
-    assert json.loads((report / "results.json").read_text())["torchgrade"]["isolation"] == "process"
+    assert json.loads((report / "results.json").read_text())["extra_data"]["isolation"] == "process"
 
 
 def test_a_report_graded_in_a_sandbox_has_no_warning(tmp_path):

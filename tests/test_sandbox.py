@@ -424,7 +424,7 @@ def test_an_unknown_isolation_level_is_refused(monkeypatch, spy):
 def test_the_grade_records_the_isolation_level(assignment):
     g = grade_submission(ROOT / "reference", assignment, device="cpu", only=("conv.conv_output_size",))
     assert g.isolation == host.isolation_level(isolation.requested_level()) in isolation.LEVELS
-    assert results_document(g, assignment)["torchgrade"]["isolation"] == g.isolation
+    assert results_document(g, assignment)["extra_data"]["isolation"] == g.isolation
 
 
 # --- what comes back ---------------------------------------------------------------------------------
