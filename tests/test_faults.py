@@ -264,6 +264,14 @@ def _living(process: psutil.Process) -> bool:
         return False
 
 
+def _command(process: psutil.Process) -> str:
+    """A living process's command line ('' once it is gone)."""
+    try:
+        return " ".join(process.cmdline()) if _living(process) else ""
+    except psutil.Error:
+        return ""
+
+
 def _start_slow_class(course, tmp_path: Path, jobs: int = 2, **popen) -> tuple[subprocess.Popen, Path, Path, list[str]]:
     names = [f"student{i}" for i in range(6)]
     cls = tmp_path / "class"
@@ -283,8 +291,10 @@ def _wait_for_grading(grader: subprocess.Popen, jobs: int = 2) -> list[psutil.Pr
         assert grader.poll() is None, grader.communicate()[1].decode()[-3000:]
         assert time.monotonic() < deadline, "the pool did not start grading in three minutes"
         descendants = parent.children(recursive=True)
-        zygotes = [p for p in descendants if _living(p) and "torchgrade.sandbox.zygote" in " ".join(p.cmdline())]
-        if len(zygotes) >= jobs:
+        lines = [line for line in map(_command, descendants) if line and not line.startswith("bwrap")]
+        zygotes = [line for line in lines if "torchgrade.sandbox.zygote" in line]
+        pool = jobs == 1 or any("forkserver" in line for line in lines)  # (-j 1: no pool; the parent's own sandbox)
+        if len(zygotes) >= jobs and pool:
             time.sleep(1.0)  # let the workers be in the middle of a submission
             return parent.children(recursive=True)
         time.sleep(0.1)

@@ -168,12 +168,13 @@ PROCESS_WARNING = ("torchgrade: warning: grading at isolation 'process', as aske
                    "every report and results.json says so")
 
 
-def _demand_isolation(choice: str | None, assignment) -> str:
+def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
     """The isolation level `grade` runs at: the one asked for (--isolation, else TORCHGRADE_ISOLATION), else the
     best that starts here, which may not be `process` (fail closed: exit 2 before any student code runs).
 
     The sandbox is started here (it runs no student code) so that its level is known, not guessed; every
-    process of the run then demands that level: none falls back to a weaker one.
+    process of the run then demands that level: none falls back to a weaker one. Unless this process
+    grades (`keep`), its sandbox is closed again: the pool's workers start their own.
     """
     import shutil
 
@@ -203,6 +204,8 @@ def _demand_isolation(choice: str | None, assignment) -> str:
     if level == "process":
         click.echo(PROCESS_WARNING, err=True)
     os.environ[ISOLATION_ENV] = level
+    if not keep:
+        host.release()
     return level
 
 
@@ -299,12 +302,11 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         total = len(submissions)
         submissions = shard.select(submissions)
         click.echo(f"shard {shard}: {len(submissions)} of {total} submission(s)")
-    _demand_isolation(isolation_choice, assignment)  # before anything is written or any student code runs
-    if executor == "local" and jobs == 1:
-        start_early()  # graded in this process
     bar = Progress(enabled=progress)
     previous = signal.signal(signal.SIGTERM, _terminated)  # a SIGTERM ends the run as Ctrl-C does
     try:
+        # before anything is written or any student code runs; this process keeps it if it grades (-j 1)
+        _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
         with locked(out):
             result = grade_class(submissions, assignment, out, executor=make_executor(executor, jobs, scheduler),
                                  device=device, force=force, on_start=bar.start, on_grade=bar.graded)

@@ -267,6 +267,14 @@ def settle(requested: str | None = None) -> str:
     return started.plan.level
 
 
+def release() -> None:
+    """Close this process's sandboxes (a parent that only chose the level for its pool's workers)."""
+    with _zygote_lock:
+        for z in set(_zygotes.values()):
+            z.close()
+        _zygotes.clear()
+
+
 def start_early() -> None:
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
     when the first check needs it; a failure to start is reported then, by `zygote`.
