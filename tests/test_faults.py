@@ -291,7 +291,7 @@ def _wait_for_grading(grader: subprocess.Popen, jobs: int = 2) -> list[psutil.Pr
         assert grader.poll() is None, grader.communicate()[1].decode()[-3000:]
         assert time.monotonic() < deadline, "the pool did not start grading in three minutes"
         descendants = parent.children(recursive=True)
-        lines = [line for line in map(_command, descendants) if line and not line.startswith("bwrap")]
+        lines = [line for line in map(_command, descendants) if line and os.path.basename(line.split()[0]) != "bwrap"]
         zygotes = [line for line in lines if "torchgrade.sandbox.zygote" in line]
         pool = jobs == 1 or any("forkserver" in line for line in lines)  # (-j 1: no pool; the parent's own sandbox)
         if len(zygotes) >= jobs and pool:
