@@ -200,3 +200,23 @@ def test_honest_code_leaves_only_what_the_mode_saw(tmp_path):
     hidden = {name for name, where in calls.items() if where == DISPATCHER}
     assert not hidden & {"view", "expand", "reshape", "backward", "grad"}, calls
     assert "reshape" in calls and "backward" in calls
+
+
+def test_the_dispatcher_is_watched_for_targets_with_forbidden_calls_only(tmp_path):
+    """The profiler doubles a request's cost: the trusted side asks for it where a call may be forbidden
+    (differential: `watch_dispatcher=bool(patterns)`), and the sandbox arms it exactly then."""
+    import torch
+
+    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.host import Sandbox
+
+    (tmp_path / "student.py").write_text(textwrap.dedent(HIDDEN["DisableTorchFunction"]))
+    sandbox = Sandbox(tmp_path)
+    try:
+        args = (torch.zeros(2, 2),)
+        watched = sandbox.run("student", "f", "call", args, {}, {}, timeout=60, watch_dispatcher=True)
+        plain = sandbox.run("student", "f", "call", args, {}, {}, timeout=60, watch_dispatcher=False)
+    finally:
+        sandbox.close()
+    assert watched["calls"].get("view") == DISPATCHER, watched["calls"]
+    assert "view" not in plain["calls"], plain["calls"]

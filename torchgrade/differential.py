@@ -357,7 +357,8 @@ class Differential:
             raise self.failure("forbidden", forbidden_message(violations, name), ForbiddenCallFailure)
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
-                                     request["options"], timeout=self.target.time_limit)
+                                     request["options"], timeout=self.target.time_limit,
+                                     watch_dispatcher=bool(self.patterns))
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None

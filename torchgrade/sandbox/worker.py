@@ -92,7 +92,8 @@ class Session:
         self.recorder.calls.clear()
         target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
         try:
-            with self.dispatch.armed():
+            # torch's profiler only where calls are forbidden (the trusted side says so): it doubles a request's cost
+            with self.dispatch.armed() if request.get("dispatch", True) else contextlib.nullcontext():
                 outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
                                     dict(request["options"]))
         except BaseException as e:  # the probe itself tripped over what the student returned
