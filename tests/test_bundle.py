@@ -110,8 +110,8 @@ def test_in_the_bundle_the_stubs_score_zero_and_the_reference_scores_full_marks(
         (solved / "exercises" / solution.name).write_bytes(solution.read_bytes())
     runs = {"stubs": _check(unpacked, tmp_path / "stubs"), "solved": _check(solved, tmp_path / "solved-report")}
     outputs = {name: run.communicate(timeout=550)[0] for name, run in runs.items()}
-    for name, run in runs.items():
-        assert run.returncode == 0, outputs[name]
+    assert runs["stubs"].returncode == 1, outputs["stubs"]  # checks failed: a CI-friendly status
+    assert runs["solved"].returncode == 0, outputs["solved"]
     stubs = json.loads((tmp_path / "stubs" / "results.json").read_text())
     full = json.loads((tmp_path / "solved-report" / "results.json").read_text())
     visible_points = sum(e.points for e in load_assignment(ROOT / "assignment.yaml").exercises if e.name in built.recorded)
