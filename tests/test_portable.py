@@ -60,7 +60,9 @@ resource.setrlimit = setrlimit
 
 WINDOWS = '''
 import os as _os, socket, sys
-import torch  # Linux's torch registers at-fork hooks as it loads (its Windows build does not): loaded first
+# Linux's torch registers at-fork hooks as it loads, Linux's psutil reads os functions Windows lacks
+# (their Windows builds do neither): loaded first
+import psutil, torch
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 for _name in ("fork", "forkpty", "register_at_fork", "setsid", "killpg", "getuid", "geteuid", "setresuid",
               "setresgid", "getpgid"):
@@ -81,6 +83,7 @@ def simulated(tmp_path: Path, system: str) -> dict[str, str]:
     (folder / "sitecustomize.py").write_text({"macos": MACOS, "windows": WINDOWS}[system])
     env = {k: v for k, v in os.environ.items() if k not in (isolation.ENV_VAR, "TORCHGRADE_LANG")}
     env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT)])
+    env.setdefault("USERNAME", "student")  # every Windows session has it (getpass.getuser reads it)
     return env
 
 

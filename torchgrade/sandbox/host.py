@@ -101,6 +101,8 @@ def sandbox_env(plan: Plan) -> dict[str, str]:
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env.update(PYTHONPATH=str(_PACKAGE_ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
                HOME=plan.inside, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    # Who it is, by name: getpass.getuser() (torch calls it) reads these, and on Windows has no other way.
+    env.update(USER="sandbox", LOGNAME="sandbox", **({"USERNAME": "sandbox"} if os.name == "nt" else {}))
     return env
 
 

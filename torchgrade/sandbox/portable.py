@@ -172,8 +172,8 @@ def unavailable() -> str:
 def _psutil():
     try:
         import psutil
-    except ImportError:
-        raise PortableError("the Python package psutil is missing (pip install psutil)") from None
+    except ImportError as e:
+        raise PortableError(f"the Python package psutil cannot be imported ({e}; pip install psutil)") from None
     return psutil
 
 
