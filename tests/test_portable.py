@@ -29,6 +29,8 @@ from torchgrade.sandbox import host, isolation, portable
 from torchgrade.sandbox.host import Died, Limits, Sandbox, Timeout
 
 WORKFLOW = ROOT / ".github" / "workflows" / "student-path.yml"
+#: The simulations take Linux's mechanisms away; on macOS and Windows (the CI workflow) the real thing runs.
+on_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="simulates macOS and Windows on Linux")
 
 _HANDS_ON = '''
 # The sandbox processes this Python starts are simulated too: they find this folder first.
@@ -190,6 +192,7 @@ def test_frames_over_the_limit_are_refused_not_buffered():
 
 # --- macOS and Windows, simulated --------------------------------------------------------------
 
+@on_linux
 def test_macos_reference_scores_full_marks_with_seqpacket_and_rlimit_as_refused(tmp_path):
     env = simulated(tmp_path, "macos")
     probe = run_python("""
@@ -212,6 +215,7 @@ def test_macos_reference_scores_full_marks_with_seqpacket_and_rlimit_as_refused(
     assert "grading with isolation" not in done.stderr  # no fallback notice: process is the only level there
 
 
+@on_linux
 def test_macos_the_memory_limit_holds_by_the_watch_when_rlimit_as_is_refused(tmp_path, spy):
     done = run_python(f"""
         from pathlib import Path
@@ -230,6 +234,7 @@ def test_macos_the_memory_limit_holds_by_the_watch_when_rlimit_as_is_refused(tmp
     assert done.stdout.strip().endswith("process")
 
 
+@on_linux
 def test_windows_every_engine_module_and_every_command_imports(tmp_path):
     env = simulated(tmp_path, "windows")
     done = run_python("""
@@ -254,6 +259,7 @@ def test_windows_every_engine_module_and_every_command_imports(tmp_path):
         assert helped.returncode == 0 and "Usage:" in helped.stdout, command + helped.stderr
 
 
+@on_linux
 def test_windows_the_student_path_grades_through_the_portable_backend(tmp_path, spy):
     env = simulated(tmp_path, "windows")
     done = run_python(f"""
@@ -339,6 +345,9 @@ def test_the_workflow_runs_the_student_path_on_linux_macos_and_windows():
     stubs = next(r for r in runs if "torchgrade check --path exercises" in r)
     assert "1" in stubs  # the stubs must fail their checks: exit status 1 is the expected one
     assert any("tests/test_portable.py" in r for r in runs)
+    bundle = next(r for r in runs if "torchgrade bundle" in r)  # one command into a fresh environment
+    assert "-m venv" in bundle and "pip install -e dist/student --extra-index-url" in bundle and "/whl/cpu" in bundle
+    assert 'test "$status" -eq 1' in bundle
     env = job.get("env", {})
     assert env.get("TORCHGRADE_ISOLATION") in (None, "process")
     for step in job["steps"]:  # bash on every runner (Windows' default shell is PowerShell)
