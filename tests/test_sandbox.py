@@ -389,9 +389,12 @@ def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):
 
 
 def test_the_zygote_signals_none_but_its_own_workers(spy):
+    forking = [level for level in LEVELS if level != "process"]  # process: tests/test_portable.py says it of its own
+    if not forking:
+        pytest.skip("no zygote level is available on this machine")
     bystander = subprocess.Popen(["sleep", "30"])
     try:
-        zygote = host.zygote("process")
+        zygote = host.zygote(forking[-1])
         for op in ("pause", "reap"):
             assert "error" in zygote._ask({"op": op, "pid": bystander.pid})
         for pid in (0, 1, -1):

@@ -12,8 +12,10 @@ Found once per trusted process, strongest first (``LEVELS``):
   cap means something.
 - ``unprivileged-user``: root without a usable bubblewrap. Workers switch to that user; the file
   system is protected only by its permissions.
-- ``process``: neither. Workers have every limit, a private working folder and a scrubbed
-  environment, but run as the grader's own user.
+- ``process``: neither. Workers have every limit the OS offers, a private working folder and a
+  scrubbed environment, but run as the grader's own user. This level is the portable backend
+  (``portable.py``: a fresh process per worker, no zygote), the only one where the Linux mechanisms
+  are missing (``can_fork_workers``: macOS, Windows).
 
 ``TORCHGRADE_ISOLATION`` (one of ``LEVELS``) demands a level; unset, the best that works is used.
 A level that fails to start falls back to the next one and says why on stderr; a demanded level
