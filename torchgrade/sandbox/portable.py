@@ -456,7 +456,23 @@ def isolate(config: dict, environment: dict[str, str]) -> None:
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing us
-    worker.apply_limits(limits)  # where `resource` exists; a limit the OS refuses (RLIMIT_AS on macOS) is skipped
+    worker.apply_limits({k: v for k, v in limits.items() if k != "cpu_seconds"})  # where `resource` exists;
+    _limit_cpu(int(limits.get("cpu_seconds") or 0))  # a limit the OS refuses (RLIMIT_AS on macOS) is skipped
+
+
+def _limit_cpu(seconds: int) -> None:
+    """RLIMIT_CPU from now on: this process already spent seconds importing torch (a forked worker starts at 0)."""
+    from .worker import CPU_LIMITS_PER_WORKER, resource
+
+    if not seconds or resource is None:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime) + 1
+    with contextlib.suppress(ValueError, OSError):
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        top = used + seconds * CPU_LIMITS_PER_WORKER + 1
+        top = top if hard == resource.RLIM_INFINITY else min(top, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (min(used + seconds, top), top))
 
 
 def main(argv: list[str]) -> None:
