@@ -21,6 +21,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from conftest import ROOT
@@ -139,7 +140,9 @@ def test_level_process_is_the_portable_backend_with_a_process_per_worker(spy):
         assert isinstance(host.zygote("process"), portable.Spawner)
         facts = call(sb, "where")
         assert sb.isolation == "process"
-        assert facts["ppid"] == os.getpid()  # started by the grader itself: no fork server in between
+        # Started by the grader (no fork server), through a launcher: killing its parent spares the grader.
+        assert facts["ppid"] == sb.workers["spy"].pid != os.getpid()
+        assert psutil.Process(facts["ppid"]).ppid() == os.getpid()
         assert Path(facts["cwd"]) == sb.workers["spy"].workdir
     finally:
         sb.close()
@@ -166,6 +169,23 @@ def test_a_killed_spare_is_replaced(spy):
         spare.process.kill()  # as if something had killed the process started ahead
         sb._retire("spy")
         assert call(sb, "where")["pid"] != spare.pid
+    finally:
+        sb.close()
+
+
+def test_a_worker_that_kills_its_parent_process_costs_only_its_own_check(spy):
+    (spy / "spy.py").write_text((spy / "spy.py").read_text() + textwrap.dedent('''
+        import signal
+
+        def kill_parent():
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(5)
+    '''))
+    sb = Sandbox(spy, level="process")
+    try:
+        with pytest.raises(Died):
+            call(sb, "kill_parent")
+        assert call(sb, "nothing") is None  # the grader (this process) lives on, and so does grading
     finally:
         sb.close()
 

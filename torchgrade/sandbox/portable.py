@@ -224,6 +224,25 @@ def resident_bytes(pid: int) -> int:
     return total
 
 
+#: The worker's parent, between it and the grader: a submission that kills its parent process
+#: (os.getppid()) kills this, not the grader; the worker then ends too (its parent watch), and the host
+#: sees a worker that died. It passes on how the worker ended: a signal as that signal.
+_LAUNCHER = """
+import os, signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+code = subprocess.call(sys.argv[1:])
+if code < 0:
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except Exception:
+        pass
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 class _Child:
     """One process started ahead, torch imported; a worker once it has its assignment."""
 
@@ -235,7 +254,8 @@ class _Child:
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "torchgrade.sandbox.portable", config], env=env, cwd=plan.inbox,
+                [sys.executable, "-S", "-c", _LAUNCHER, sys.executable, "-m", "torchgrade.sandbox.portable", config],
+                env=env, cwd=plan.inbox,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, **group)
         except (OSError, ValueError) as e:
             self.log.close()
