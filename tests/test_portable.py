@@ -27,7 +27,7 @@ import yaml
 from conftest import ROOT
 
 from torchgrade.sandbox import host, isolation, portable
-from torchgrade.sandbox.host import Died, Limits, Sandbox, Timeout
+from torchgrade.sandbox.host import Died, Sandbox, Timeout
 
 WORKFLOW = ROOT / ".github" / "workflows" / "student-path.yml"
 #: The simulations take Linux's mechanisms away; on macOS and Windows (the CI workflow) the real thing runs.

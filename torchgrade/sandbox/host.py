@@ -15,7 +15,6 @@ marks.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal

@@ -382,15 +382,19 @@ class Spawner:
         if op == "pause":
             tree(pid)  # stops each process as it is found
             return True
-        for process in [psutil.Process(pid)] + _children(pid):
+        try:
+            root = psutil.Process(pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return False
+        for process in processes:
             with contextlib.suppress(psutil.Error):
                 process.resume()
         return True
 
     def reset(self) -> None:
-        """Between submissions: no worker of the last one is left (each was killed when retired)."""
-        for pid in list(self._workers):
-            self.reap(pid)
+        """Between submissions: nothing to do (each worker was killed with its tree when retired, and
+        its folder is the inbox's to remove); the workers of another sandbox in this process stay."""
 
     def forget(self) -> None:
         """In a forked child of the grader: these processes are the parent's."""
@@ -406,14 +410,6 @@ class Spawner:
                 child.kill()
         self._workers.clear()
         self._spare = None
-
-
-def _children(pid: int) -> list:
-    psutil = _psutil()
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
 
 
 # --- the sandbox side ----------------------------------------------------------------------------
