@@ -103,6 +103,8 @@ class Channel:
                          daemon=True).start()
 
     def _read(self, reader: BinaryIO) -> None:
+        """Frames into the queue until the end. Only this thread closes the pipe: closing it from another
+        would wait for this read (held by any process of the student's that still has the pipe)."""
         end: BaseException = EOFError()
         try:
             while True:
@@ -111,6 +113,9 @@ class Channel:
             pass
         except (OSError, ValueError) as e:  # too big a frame (it is not read on), or the pipe closed under us
             end = OSError(str(e))
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                reader.close()
         self._queue.put(end)
 
     def poll(self, timeout: float | None = None) -> bool:
@@ -265,6 +270,9 @@ class _Child:
         self.channel = Channel(self.process, MAX_FRAME_BYTES)
         self.ready: dict | None = None
         self.memory_cap = 0
+        #: The worker itself (the launcher's child): killed with its own tree too, in case it outlived
+        #: the launcher (killed by the student's code) and so left the launcher's tree.
+        self.worker: Any = None
 
     @property
     def pid(self) -> int:
@@ -282,6 +290,9 @@ class _Child:
                 hello = json.loads(self.channel.recv_bytes(65536))
                 if not hello.get("probes_error"):
                     self.ready = hello
+                    psutil = _psutil()
+                    with contextlib.suppress(psutil.Error, TypeError, ValueError):
+                        self.worker = psutil.Process(int(hello["pid"]))
                     return ""
                 why = f"the course's probes could not be loaded: {hello['probes_error']}"
         except (EOFError, OSError, ValueError):
@@ -303,14 +314,17 @@ class _Child:
         """Kill it and all it started; its exit status (KILLED if this did it)."""
         alive = self.process.poll() is None
         kill_tree(self.pid)  # (if it ended by itself, what it left in its group goes now)
+        if self.worker is not None:
+            with contextlib.suppress(Exception):
+                if self.worker.is_running():  # compares start times: never another process with a reused pid
+                    kill_tree(self.worker.pid)
         self.channel.close()
         try:
             code = self.process.wait(10)
         except subprocess.TimeoutExpired:
             code = None
-        for stream in (self.process.stdout, self.log):
-            with contextlib.suppress(OSError, ValueError):
-                stream.close()
+        with contextlib.suppress(OSError, ValueError):
+            self.log.close()
         return KILLED if alive else code
 
 
@@ -423,7 +437,7 @@ def _binary(fd: int) -> int:
 
 
 def _die_with_parent() -> None:
-    """End this process when the grader that started it is gone (no PR_SET_PDEATHSIG outside Linux)."""
+    """End this process when its parent (the launcher) is gone (no PR_SET_PDEATHSIG outside Linux)."""
     try:
         import psutil
 
@@ -434,8 +448,8 @@ def _die_with_parent() -> None:
     def watch() -> None:
         while True:
             time.sleep(PARENT_WATCH_S)
-            try:
-                if not parent.is_running():  # compares start times: a reused pid is not the grader
+            try:  # is_running compares start times (a reused pid is not its parent); a zombie is dead too
+                if not parent.is_running() or parent.status() == psutil.STATUS_ZOMBIE:
                     os._exit(75)
             except Exception:
                 os._exit(75)
