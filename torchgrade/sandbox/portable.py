@@ -13,9 +13,10 @@ module's worker is ready about as fast as a fork of the zygote would be.
 
 - time limits: the host's wall-clock limit per check; a worker that overruns is killed with every
   process it started (``kill_tree``: the tree as psutil sees it, and on POSIX its process group);
-- memory: ``RLIMIT_AS`` where the OS accepts it (Linux), and everywhere a watch of the worker
-  tree's resident memory (psutil, every ``WATCH_S``) that kills it past the limit (macOS refuses
-  ``RLIMIT_AS``; Windows has no rlimits; a Job Object would need pywin32, so it is not used);
+- memory: ``RLIMIT_AS`` where the OS accepts it (Linux); where it does not (macOS refuses it,
+  Windows has no rlimits; a Job Object would need pywin32, so it is not used), a watch of the
+  worker tree's resident memory (psutil, every ``WATCH_S``) that kills it past the limit. (Not
+  both: resident memory counts the pages forked children share once per child.)
 - CPU time and file size: ``RLIMIT_CPU``/``RLIMIT_FSIZE`` where ``resource`` exists (not on Windows:
   there only the wall-clock limit holds);
 - pause/resume of an idle worker's tree: psutil's suspend/resume (SIGSTOP/SIGCONT, or
@@ -203,15 +204,22 @@ def tree(pid: int) -> list:
     return found
 
 
+_kill_lock = threading.Lock()
+
+
 def kill_tree(pid: int) -> None:
-    """Kill a worker and every process it started: its tree, and on POSIX its process group too."""
+    """Kill a worker and every process it started: its tree, and on POSIX its process group too.
+
+    One at a time (the memory watch and the host may both kill a worker): a process killed by the
+    other before its children were listed would leave them to init, out of reach."""
     psutil = _psutil()
-    for process in tree(pid):
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    if hasattr(os, "killpg") and pid > 1:  # a child that left the tree (setsid) but not the group
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+    with _kill_lock:
+        for process in tree(pid):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        if hasattr(os, "killpg") and pid > 1:  # a child that left the tree (setsid) but not the group
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def resident_bytes(pid: int) -> int:
@@ -364,13 +372,19 @@ class Spawner:
             if why:
                 raise ZygoteGone(f"the sandbox process did not start: {why}")
             limits = config.get("limits") or {}
-            if limits.get("memory_bytes"):  # on top of what it uses with torch imported, as RLIMIT_AS is
-                child.memory_cap = int(limits["memory_bytes"]) + resident_bytes(child.pid)
+            baseline = resident_bytes(child.pid)
             try:
                 child.channel.send_bytes(json.dumps(config).encode())
-            except OSError:
+                if not child.channel.poll(self._start_timeout):
+                    raise OSError("no answer")
+                confined = json.loads(child.channel.recv_bytes(65536))
+            except (EOFError, OSError, ValueError):
                 child.kill()
                 raise ZygoteGone("the sandbox process ended before it was given its module") from None
+            if limits.get("memory_bytes") and not confined.get("memory_capped"):
+                # RLIMIT_AS refused (macOS) or missing (Windows): the watch holds the limit instead, on top
+                # of what the process used with torch imported, as RLIMIT_AS counts from there.
+                child.memory_cap = int(limits["memory_bytes"]) + baseline
             self._workers[child.pid] = child
             with contextlib.suppress(PortableError):  # the next worker imports torch while this one works
                 self._spare = _Child(self.plan, self._env, self._probes)
@@ -540,7 +554,19 @@ def main(argv: list[str]) -> None:
     except (EOFError, OSError):
         return  # a spare nobody needed
     isolate(assignment, environment)
+    write_frame(channel_out, json.dumps({"memory_capped": _memory_capped()}).encode())
     worker.serve(_PipeConnection(channel_in, channel_out), assignment)
+
+
+def _memory_capped() -> bool:
+    """Whether RLIMIT_AS holds here (else the host's memory watch stands in for it)."""
+    from .worker import resource
+
+    if resource is None:
+        return False
+    with contextlib.suppress(ValueError, OSError):
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    return False
 
 
 class _PipeConnection:
