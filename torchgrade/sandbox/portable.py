@@ -51,6 +51,8 @@ _HEADER = struct.Struct("!Q")
 WATCH_S = 0.1
 #: The exit status reported for a worker this side killed (as subprocess reports SIGKILL on POSIX).
 KILLED = -9
+#: Seconds a kill waits for the processes it killed to be gone.
+KILL_WAIT_S = 5.0
 #: Seconds the child waits between looks at whether the grader still lives.
 PARENT_WATCH_S = 1.0
 
@@ -97,6 +99,7 @@ class Channel:
 
     def __init__(self, process: subprocess.Popen, max_bytes: int):
         self._writer = process.stdin
+        self._closed = False
         self._queue: queue.Queue = queue.Queue()
         self._next: Any = None
         self._max = max_bytes
@@ -139,12 +142,20 @@ class Channel:
         return item
 
     def send_bytes(self, data: bytes) -> None:
+        if self._closed:
+            raise OSError("the channel is closed")
         try:
             write_frame(self._writer, data)
         except (OSError, ValueError) as e:  # the worker is gone (BrokenPipeError), or we closed the pipe
             raise OSError(f"the worker's pipe is closed ({e})") from None
 
     def close(self) -> None:
+        """No more requests. The pipe itself is closed by `_Child.kill`, after the kill: a worker that saw
+        it close first would exit and leave what it started (daemons it adopted) to init, out of reach."""
+        self._closed = True
+
+    def close_pipe(self) -> None:
+        self._closed = True
         with contextlib.suppress(OSError, ValueError):
             self._writer.close()
 
@@ -214,12 +225,16 @@ def kill_tree(pid: int) -> None:
     other before its children were listed would leave them to init, out of reach."""
     psutil = _psutil()
     with _kill_lock:
-        for process in tree(pid):
+        found = tree(pid)
+        for process in found:
             with contextlib.suppress(psutil.Error):
                 process.kill()
         if hasattr(os, "killpg") and pid > 1:  # a child that left the tree (setsid) but not the group
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_WAIT_S  # gone, not dying: as the zygote's waitpid makes sure
+        while any(_running(p) for p in found) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def resident_bytes(pid: int) -> int:
@@ -243,7 +258,8 @@ def resident_bytes(pid: int) -> int:
 _LAUNCHER = """
 import os, signal, subprocess, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-code = subprocess.call(sys.argv[1:])
+# The pipes, handed on as the child's standard handles (on Windows nothing else is inherited).
+code = subprocess.call(sys.argv[1:], stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
 if code < 0:
     try:
         import resource
@@ -320,13 +336,16 @@ class _Child:
 
     def kill(self) -> int | None:
         """Kill it and all it started; its exit status (KILLED if this did it)."""
+        if self.process.poll() is None and self.worker is not None and not _running(self.worker):
+            with contextlib.suppress(subprocess.TimeoutExpired):  # the launcher is passing on how it ended
+                self.process.wait(2)
         alive = self.process.poll() is None
         kill_tree(self.pid)  # (if it ended by itself, what it left in its group goes now)
         if self.worker is not None:
             with contextlib.suppress(Exception):
                 if self.worker.is_running():  # compares start times: never another process with a reused pid
                     kill_tree(self.worker.pid)
-        self.channel.close()
+        self.channel.close_pipe()
         try:
             code = self.process.wait(10)
         except subprocess.TimeoutExpired:
@@ -334,6 +353,15 @@ class _Child:
         with contextlib.suppress(OSError, ValueError):
             self.log.close()
         return KILLED if alive else code
+
+
+def _running(process: Any) -> bool:
+    """Whether a psutil.Process still runs (a zombie has ended)."""
+    psutil = _psutil()
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 class Spawner:
