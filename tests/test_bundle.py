@@ -110,8 +110,8 @@ def test_in_the_bundle_the_stubs_score_zero_and_the_reference_scores_full_marks(
         (solved / "exercises" / solution.name).write_bytes(solution.read_bytes())
     runs = {"stubs": _check(unpacked, tmp_path / "stubs"), "solved": _check(solved, tmp_path / "solved-report")}
     outputs = {name: run.communicate(timeout=550)[0] for name, run in runs.items()}
-    for name, run in runs.items():
-        assert run.returncode == 0, outputs[name]
+    assert runs["stubs"].returncode == 1, outputs["stubs"]  # checks failed: a CI-friendly status
+    assert runs["solved"].returncode == 0, outputs["solved"]
     stubs = json.loads((tmp_path / "stubs" / "results.json").read_text())
     full = json.loads((tmp_path / "solved-report" / "results.json").read_text())
     visible_points = sum(e.points for e in load_assignment(ROOT / "assignment.yaml").exercises if e.name in built.recorded)
@@ -127,3 +127,16 @@ def test_the_bundle_imports_its_own_engine(unpacked):
     where = subprocess.run([sys.executable, "-c", "import torchgrade; print(torchgrade.__file__)"], cwd=unpacked, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where) == unpacked / "torchgrade" / "__init__.py"
+
+
+def test_installing_the_bundle_keeps_the_torch_already_installed(unpacked):
+    """`pip install -e .` in the bundle needs nothing it has to download where torch (and the rest) is installed:
+    pip, told to use no index at all, still finds every requirement satisfied, and installs only torchgrade."""
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-build-isolation",
+                           "--report", "-", "--quiet", "-e", str(unpacked)],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    installing = [item["metadata"]["name"] for item in json.loads(done.stdout)["install"]]
+    assert installing == ["torchgrade"], installing
+    readme = (unpacked / "README.md").read_text()
+    assert "--extra-index-url" in readme and "/whl/cpu" in readme  # how to get the CPU build where there is none

@@ -82,7 +82,7 @@ def test_a_typo_in_the_assignment_file_exits_2_naming_the_key(tmp_path):
 def test_check_prints_a_summary_and_writes_a_report(tmp_path, small_assignment):
     result = run("check", "--path", ROOT / "exercises", "--device", "cpu", "--report", tmp_path / "r",
                  "--assignment", small_assignment)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the stubs fail their checks: a CI job running this fails
     assert "one_hot is not implemented yet (it raises NotImplementedError)" in result.output
     assert "score: 0 / " in result.output
     assert (tmp_path / "r" / "report.html").is_file()

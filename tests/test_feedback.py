@@ -97,14 +97,14 @@ def test_the_rerun_command_a_failure_prints_runs_exactly_that_check(tmp_path, sm
     """})
     result = run("check", "tensors.view", "tensors.one_hot", "--path", submission, "--device", "cpu",
                  "--report", tmp_path / "r1", "--assignment", small_assignment)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # checks failed
     reruns = re.findall(r"^ +rerun: (.*)$", result.output, re.MULTILINE)
     assert reruns == [f"torchgrade check tensors.view::test_matches_tensor_view_on_a_contiguous_input --device cpu "
                       f"--path {submission} --assignment {small_assignment}"]
     assert "... and 2 more failing checks of tensors.view" in result.output
     words = shlex.split(reruns[0])[1:]  # without "torchgrade"
     again = run(*words, "--report", tmp_path / "r2")  # the line names the assignment it was graded with
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1, again.output
     tests = json.loads((tmp_path / "r2" / "results.json").read_text())["tests"]
     assert [(t["name"], t["status"]) for t in tests] == [
         ("tensors.view: matches tensor view on a contiguous input [cpu]", "failed")]
@@ -118,7 +118,7 @@ def test_check_rejects_a_check_name_without_a_target(small_assignment):
 def test_exitfirst_stops_at_the_first_failing_check(tmp_path, small_assignment):
     result = run("check", "-x", "--path", ROOT / "exercises", "--device", "cpu", "--report", tmp_path / "r",
                  "--assignment", small_assignment)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     tests = json.loads((tmp_path / "r" / "results.json").read_text())["tests"]
     assert [t["status"] for t in tests] == ["failed"]
 
@@ -126,7 +126,7 @@ def test_exitfirst_stops_at_the_first_failing_check(tmp_path, small_assignment):
 def test_check_speaks_chinese_on_request(tmp_path, small_assignment):
     result = run("check", "tensors.one_hot", "--lang", "zh", "--path", ROOT / "exercises", "--device", "cpu",
                  "--report", tmp_path / "r", "--assignment", small_assignment)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "one_hot 还没有实现（它抛出了 NotImplementedError）" in result.output
     assert "得分：0 / 3（0%）" in result.output
     report = (tmp_path / "r" / "report.html").read_text()
@@ -140,6 +140,20 @@ def test_the_terminal_table_has_a_line_per_target_and_no_colour_when_not_a_termi
     assert re.search(r"^✓ tensors\.py +█{10} +9 / 9 ", result.output, re.MULTILINE), result.output
     assert "score: 9 / 9 (100%)" in result.output
     assert "checks skipped: not graded on cuda: --device cpu was chosen" in result.output
+    assert result.exit_code == 0, result.output  # every graded check passed; set-aside ones do not count
+
+
+def test_under_lang_zh_every_line_check_prints_is_chinese(tmp_path, small_assignment):
+    """The skip notice and the exit-status line too (they stayed English once)."""
+    result = run("check", "tensors.one_hot", "--lang", "zh", "--path", ROOT / "exercises", "--device", "cpu",
+                 "--report", tmp_path / "r", "--assignment", small_assignment)
+    assert result.exit_code == 1
+    assert "未在 cuda 上评测：选择了 --device cpu" in result.output
+    assert "项计分检查没有通过（退出状态 1）" in result.output
+    for line in result.output.splitlines():
+        words = re.sub(r"--?[a-z]+|torchgrade|NotImplementedError|one_hot|tensors(\.py)?|cuda|cpu|report\.html"
+                       r"|[\w./-]*/[\w./-]*|\w+::\w+", "", line)
+        assert not re.search(r"[A-Za-z]{4,}", words), line  # nothing left in English
 
 
 def test_the_plugin_takes_the_language_too(tmp_path, small_assignment):

@@ -122,13 +122,15 @@ def split(grade, attack: Attack) -> tuple[dict, dict]:
 
 
 def survivors(mark: str) -> list[int]:
-    """Processes named `mark` (every process an attack starts renames itself so)."""
+    """Live processes named `mark` (every process an attack starts renames itself so). A zombie is dead:
+    one the portable backend killed is re-parented to init, and where init does not reap it stays listed."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == mark:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == mark \
+                    and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                 found.append(int(pid))
-        except OSError:
+        except (OSError, IndexError):
             pass
     return found
 

@@ -188,12 +188,14 @@ def call(sandbox: Sandbox, name: str, *args, timeout: float = 30.0):
 
 
 def named(name: str) -> list[int]:
+    """Running processes of that name (a zombie is dead: where init does not reap, one killed stays listed)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name \
+                    and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                 found.append(int(pid))
-        except OSError:
+        except (OSError, IndexError):
             pass
     return found
 
@@ -374,6 +376,8 @@ def test_one_module_shares_a_worker_and_a_failure_after_another_target_is_tried_
 
 
 def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):
+    if level == "process":
+        pytest.skip("the portable backend has no zygote (tests/test_portable.py: a killed spare is replaced)")
     sb = Sandbox(spy, level=level)
     try:
         call(sb, "nothing")
@@ -385,9 +389,12 @@ def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):
 
 
 def test_the_zygote_signals_none_but_its_own_workers(spy):
+    forking = [level for level in LEVELS if level != "process"]  # process: tests/test_portable.py says it of its own
+    if not forking:
+        pytest.skip("no zygote level is available on this machine")
     bystander = subprocess.Popen(["sleep", "30"])
     try:
-        zygote = host.zygote("process")
+        zygote = host.zygote(forking[-1])
         for op in ("pause", "reap"):
             assert "error" in zygote._ask({"op": op, "pid": bystander.pid})
         for pid in (0, 1, -1):

@@ -172,7 +172,8 @@ def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> 
                         ("torchgrade check --lang zh", "运行全部可见检查，中文输出"),
                         (f"torchgrade check {target} --lang zh", "只检查一个函数或类"),
                         ("torchgrade check -x --lang zh", "遇到第一个失败就停止")])
-    (stage / "README.md").write_text(STUDENT_README.format(title=assignment.title, rows=rows, english=english,
+    template = (ENGINE / "templates" / "student_README.md").read_text(encoding="utf-8")
+    (stage / "README.md").write_text(template.format(title=assignment.title, rows=rows, english=english,
                                                            chinese=chinese), encoding="utf-8")
 
 
@@ -247,49 +248,3 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
     _zip(folder, archive)
     return Bundle(folder=folder, zip=archive, files=(*files, MANIFEST),
                   recorded={e: len(recorded.get(e, {})) for e in exercises}, devices=devices)
-
-
-STUDENT_README = """\
-# {title}
-
-Implement the functions and classes in `exercises/`: each docstring says what to build and what it
-may not use, in English and in Chinese. Then check your work with the visible checks:
-
-```bash
-{english}
-```
-
-Without installing anything, `python -m torchgrade.cli check ...` does the same from this folder.
-
-Each failure says what was called, what was expected and what came back (shape, dtype, device,
-strides, the first differing element, the largest error), or which forbidden call was used on
-which line; a hint where the notes have one; and a `rerun:` command for just that check. The full
-report is written to `reports/check/report.html`.
-
-These are the visible checks only. Your submission is also graded with hidden checks (other
-inputs: non-contiguous tensors, odd shapes, CUDA), so test beyond them.
-
-| file | exercise | points |
-|---|---|---|
-{rows}
-
-`expected/` holds what the reference solutions return for the visible checks' inputs, recorded
-when this bundle was made: the checks compare your results with those.
-
-## 中文说明
-
-在 `exercises/` 中实现各个函数和类：每个文档字符串都用中英文说明了要实现什么、不能使用哪些调用。
-然后用可见检查测试你的代码：
-
-```bash
-{chinese}
-```
-
-不安装也可以在本目录下运行 `python -m torchgrade.cli check --lang zh`。
-
-每条失败信息都会说明调用了什么、应得到什么、实际得到了什么（形状、dtype、设备、步长、第一个不同的元素、
-最大误差），或者在哪一行使用了被禁止的调用；有提示时会给出提示，并给出只重跑这一项检查的命令。
-完整报告写在 `reports/check/report.html`。
-
-这里只有可见检查。提交后还会用隐藏检查评分（其它输入：非连续张量、特殊形状、CUDA），请不要只满足于可见检查。
-"""

@@ -80,13 +80,20 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
 
     TARGETS are exercises (tensors), names in them (tensors.view), or one check as a failure's
     "rerun:" line prints it (tensors.view::test_infers_the_dimension_given_as_minus_one); none: all.
+
+    Exit status: 0 when every graded check passed (checks set aside, such as CUDA ones on a machine
+    without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run.
     """
     from . import feedback, terminal
     from .i18n import set_language, t
     from .report import write_report
     from .results import write_results
+    from .sandbox import host, portable
 
     set_language(lang)
+    missing = portable.unavailable()
+    if missing:  # not even the portable sandbox can run on this Python: say what is missing, nothing else
+        _fail(t("sandbox_unavailable", why=missing))
     assignment = _assignment(assignment_path, checks="visible")
     folder = path or assignment.stubs_dir
     if not folder.is_dir():
@@ -99,8 +106,13 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         return
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
     try:
+        import torch  # noqa: F401  (meanwhile the sandbox imports it too)
+
+        host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
         grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
                                  stop_first=exitfirst)
+    except host.IsolationError as e:
+        _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:
         _fail(str(e))
     view = feedback.build(grade, assignment, path=str(path) if path else None, assignment_arg=assignment_path)
@@ -108,6 +120,10 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     write_results(grade, assignment, report_dir / "results.json")
     write_report(grade, assignment, report_dir / "report.html", lang=lang)
     click.echo(t("report_at", path=report_dir / "report.html"))
+    failed = sum(1 for c in grade.tests if c.status in ("failed", "error"))
+    if failed:  # a CI-friendly status: a job that runs `torchgrade check` fails until every check passes
+        click.echo(t("checks_did_not_pass", count=failed))
+        sys.exit(1)
 
 
 def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verbose: bool, report_dir: Path,

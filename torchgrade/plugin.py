@@ -94,9 +94,9 @@ class GradingState:
 
     def device_skip_reason(self, device: str) -> str | None:
         if self.device not in ("all", device):
-            return f"not graded on {device}: --device {self.device} was chosen"
+            return i18n.t("skip_not_chosen", device=device, chosen=self.device)
         if device == "cuda" and not torch.cuda.is_available():
-            return "CUDA is not available on this machine; its points are set aside, not counted"
+            return i18n.t("skip_no_cuda")
         return None
 
     def graded_devices(self) -> list[str]:
@@ -201,7 +201,7 @@ def _message(excinfo: pytest.ExceptionInfo) -> str:
         return str(error)
     if isinstance(error, AssertionError):
         return str(error) or "assertion failed"
-    return f"grader error (not your fault; please report it): {excinfo.exconly()}"
+    return i18n.t("grader_error", error=excinfo.exconly())
 
 
 class FailedCheckReports:

@@ -9,6 +9,8 @@ Layout, by side of the boundary:
 - ``exits.py``  both: how a worker or a rank ended, in words.
 - ``wire.py``   both: the frame format (msgpack, tensors as raw storage bytes, plain types only).
 - ``zygote.py`` sandbox: a clean process that imported torch once and forks one worker per student module.
+- ``portable.py`` both: the portable backend (level ``process``; macOS, Windows): each worker a fresh
+  Python started with ``subprocess``, over pipes, killed with its process tree (psutil).
 - ``worker.py`` sandbox: isolates itself, imports the student's module and runs probes on it.
 - ``probes.py`` both: the scenarios a check asks for; the same code runs the reference (trusted)
   and the student's code (sandbox), and describes the outcome as plain data.

@@ -19,8 +19,8 @@ def describe_exit(code: int | None, running: str = "") -> str:
     if code < 0:
         try:
             name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
+        except ValueError:  # Windows knows no SIGKILL: the portable backend reports its kills as -9
+            name = "SIGKILL" if code == -9 else f"signal {-code}"
         return f"was killed by {name}{_HINTS.get(name, '')}{doing}"
     calls = "os._exit()" if running else "sys.exit(), os._exit()"
     return f"exited with status {code}{doing} (did the code call {calls} or kill its process?)"

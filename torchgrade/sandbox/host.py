@@ -15,7 +15,6 @@ marks.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -26,7 +25,6 @@ import sys
 import tempfile
 import threading
 from dataclasses import asdict, dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -39,7 +37,9 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torch
 #: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
 COURSE_ENV = "TORCHGRADE_COURSE_PROBES"
 #: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
-_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+             # Windows: Python and torch need these to load their DLLs and find the system at all
+             "SYSTEMROOT", "WINDIR", "PATHEXT", "COMSPEC", "NUMBER_OF_PROCESSORS", "PROCESSOR_ARCHITECTURE")
 #: How much of a target's printed output is kept for the report.
 OUTPUT_KEEP_BYTES = 8 * 1024
 #: Seconds a zygote may take to start (it imports torch) and to answer one request.
@@ -51,6 +51,7 @@ MAX_CALLS = 10_000
 #: A worker switched away from with more threads than this is ended rather than stopped (torch's own
 #: threads are a few; a crowd of them counts against the next module's process cap).
 THREADS_KEPT = 32
+_SIGKILL = getattr(signal, "SIGKILL", 9)  # Windows has no SIGKILL; the portable backend reports its kills as -9
 
 __all__ = ["BadReply", "Died", "IsolationError", "Limits", "Sandbox", "SandboxFailure", "Timeout",
            "isolation_level"]
@@ -102,6 +103,8 @@ def sandbox_env(plan: Plan) -> dict[str, str]:
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env.update(PYTHONPATH=str(_PACKAGE_ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
                HOME=plan.inside, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    # Who it is, by name: getpass.getuser() (torch calls it) reads these, and on Windows has no other way.
+    env.update(USER="sandbox", LOGNAME="sandbox", **({"USERNAME": "sandbox"} if os.name == "nt" else {}))
     return env
 
 
@@ -179,8 +182,18 @@ class Zygote:
         except (OSError, subprocess.TimeoutExpired):
             pass
 
-    def spawn(self, sock: socket.socket, **config: Any) -> int:
-        return int(self._ask({"op": "spawn", **config}, [sock.fileno()])["pid"])
+    def open_worker(self, **config: Any) -> tuple[int, Any]:
+        """Fork a worker for one module: (pid, Connection); its hello is the first frame on the connection."""
+        from multiprocessing.connection import Connection
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            pid = int(self._ask({"op": "spawn", **config}, [theirs.fileno()])["pid"])
+        finally:
+            theirs.close()
+        conn = Connection(os.dup(ours.fileno()))
+        ours.close()
+        return pid, conn
 
     def reap(self, pid: int) -> int | None:
         """Kill a worker and everything it started; its exit code (None if the zygote is gone too)."""
@@ -204,6 +217,10 @@ class Zygote:
         except ZygoteGone:
             pass
 
+    def forget(self) -> None:
+        """In a forked child of the grader: this zygote is the parent's."""
+        self.control.close()
+
     def close(self) -> None:
         self.control.close()
         try:
@@ -214,7 +231,7 @@ class Zygote:
         self._log.close()
 
 
-_zygotes: dict[str | None, Zygote] = {}
+_zygotes: dict[str | None, Any] = {}  # a Zygote, or at level process a portable.Spawner
 _chosen: dict[str | None, Plan] = {}
 _zygote_lock = threading.Lock()
 
@@ -223,13 +240,14 @@ def _forget_zygotes() -> None:
     """In a child forked from a trusted process: the parent's zygotes are the parent's to use."""
     global _zygote_lock
     for z in _zygotes.values():
-        z.control.close()
+        z.forget()
     _zygotes.clear()
     _chosen.clear()
     _zygote_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_zygotes)
+if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+    os.register_at_fork(after_in_child=_forget_zygotes)
 
 
 def use_course(probes_dir: str | Path | None) -> None:
@@ -253,7 +271,7 @@ def zygote(requested: str | None = None) -> Zygote:
         if current is not None:
             current.close()
         plan = _chosen.get(requested)
-        _zygotes[requested] = Zygote(plan) if plan is not None else _start_best(requested)
+        _zygotes[requested] = _start(plan) if plan is not None else _start_best(requested)
         return _zygotes[requested]
 
 
@@ -275,19 +293,51 @@ def release() -> None:
         _zygotes.clear()
 
 
+def _start(plan: Plan) -> Any:
+    """A zygote that forks workers (Linux), or at level process the portable backend that starts each."""
+    if plan.level != "process":
+        return Zygote(plan)
+    from . import portable
+
+    try:
+        return portable.Spawner(plan, sandbox_env(plan), os.environ.get(COURSE_ENV) or None, ZYGOTE_START_S)
+    except portable.PortableError as e:
+        raise ZygoteGone(f"the sandbox ({plan.level}) did not start: {e}") from None
+
+
+_early: tuple[threading.Event, list[Exception]] | None = None
+
+
 def start_early() -> None:
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
-    when the first check needs it; a failure to start is reported then, by `zygote`.
+    when the first check needs it; a failure to start is reported by `started` or by `zygote`.
 
     The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
     the sandbox when the *thread* that started it ends.
     """
+    global _early
+    done, failed = _early = threading.Event(), []
+
     def start() -> None:
-        with contextlib.suppress(Exception):
+        try:
             zygote(isolation.requested_level())
+        except Exception as e:  # IsolationError: no level could start
+            failed.append(e)
+        done.set()
         threading.Event().wait()
 
     threading.Thread(target=start, name="torchgrade-sandbox-start", daemon=True).start()
+
+
+def started() -> None:
+    """Wait for what `start_early` began; IsolationError, in one line, if no sandbox could start."""
+    if _early is None:
+        return
+    done, failed = _early
+    done.wait()
+    if failed:
+        why = " ".join(str(failed[0]).split())
+        raise failed[0] if isinstance(failed[0], IsolationError) else IsolationError(why)
 
 
 def _start_best(requested: str | None) -> Zygote:
@@ -299,8 +349,8 @@ def _start_best(requested: str | None) -> Zygote:
                 reasons.append(f"{plan.level}: {why}")
                 continue
         try:
-            started = Zygote(plan)
-        except SandboxFailure as e:
+            started = _start(plan)
+        except (SandboxFailure, OSError) as e:  # OSError: a socket type or call this OS lacks
             reasons.append(f"{plan.level}: {e}")
             continue
         _chosen[requested] = plan
@@ -372,7 +422,7 @@ def checked(reply: Any) -> dict:
 class Worker:
     """One sandbox process serving the targets of one student module, one request at a time."""
 
-    def __init__(self, zygote: Zygote, submission: str, exercise: str, workdir: Path, limits: Limits,
+    def __init__(self, zygote: Any, submission: str, exercise: str, workdir: Path, limits: Limits,
                  timeout: float):
         self.zygote = zygote
         self.exercise = exercise
@@ -383,14 +433,8 @@ class Worker:
         #: It waited, stopped, for this request: whatever killed it then was not its own code.
         self.resumed = False
         self.closed = False
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.pid = zygote.spawn(theirs, workdir=zygote.plan.path(workdir), submission=submission,
-                                    exercise=exercise, limits=asdict(limits))
-        finally:
-            theirs.close()
-        self.conn = Connection(os.dup(ours.fileno()))
-        ours.close()
+        self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
+                                                 exercise=exercise, limits=asdict(limits))
         self.hello = self._receive(timeout, importing=True)
 
     def pause(self) -> bool:
@@ -455,7 +499,7 @@ class Worker:
         submission) while it waited, stopped, and had just been woken for this request."""
         code = self.close()
         failure = kind(message.replace("{exit}", describe_exit(code)))
-        failure.collateral = self.zygote.dead or (kind is Died and self.resumed and code == -signal.SIGKILL)
+        failure.collateral = self.zygote.dead or (kind is Died and self.resumed and code == -_SIGKILL)
         return failure
 
     def close(self) -> int | None:
@@ -491,7 +535,7 @@ class Sandbox:
         self.import_failures: dict[str, SandboxFailure] = {}
         #: Targets that took the zygote down on every try: their other checks fail at once, alike.
         self.wreckers: dict[str, SandboxFailure] = {}
-        self._zygote: Zygote | None = None
+        self._zygote: Any = None
         self._home: Path | None = None
         self._spawned = 0
         self._running: Worker | None = None
@@ -592,7 +636,8 @@ class Sandbox:
 def _tail(path: Path) -> str:
     """The last OUTPUT_KEEP_BYTES of a file a sandbox wrote ('' if it is missing or not a plain file)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_BINARY", 0))
         with os.fdopen(fd, "rb") as f:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read

@@ -12,8 +12,10 @@ Found once per trusted process, strongest first (``LEVELS``):
   cap means something.
 - ``unprivileged-user``: root without a usable bubblewrap. Workers switch to that user; the file
   system is protected only by its permissions.
-- ``process``: neither. Workers have every limit, a private working folder and a scrubbed
-  environment, but run as the grader's own user.
+- ``process``: neither. Workers have every limit the OS offers, a private working folder and a
+  scrubbed environment, but run as the grader's own user. This level is the portable backend
+  (``portable.py``: a fresh process per worker, no zygote), the only one where the Linux mechanisms
+  are missing (``can_fork_workers``: macOS, Windows).
 
 ``TORCHGRADE_ISOLATION`` (one of ``LEVELS``) demands a level; unset, the best that works is used.
 A level that fails to start falls back to the next one and says why on stderr; a demanded level
@@ -97,7 +99,7 @@ def sandbox_user() -> tuple[int, int] | None:
     ``SANDBOX_UID_BASE`` plus the grader's pid: no login uses it, and two graders running at once
     (``-j``) get different ones, so their sandboxes can neither signal nor read each other.
     """
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
     uid = SANDBOX_UID_BASE + os.getpid()
     return uid, uid
@@ -108,6 +110,8 @@ def plans(requested: str | None) -> list[Plan]:
     box = inbox.path()
     user = sandbox_user()
     found: list[Plan] = []
+    if not can_fork_workers():  # macOS, Windows: only the portable backend (see portable.py)
+        return [Plan("process", (), None, box, box)] if requested in (None, "process") else []
     bwrap = shutil.which("bwrap")
     if requested in (None, "bwrap") and bwrap:
         if user is not None:
@@ -118,6 +122,25 @@ def plans(requested: str | None) -> list[Plan]:
     if requested in (None, "process"):
         found.append(Plan("process", (), None, box, box))
     return found
+
+
+@functools.cache
+def can_fork_workers() -> bool:
+    """Whether the Linux mechanisms the zygote needs are here: fork, SOCK_SEQPACKET sockets (macOS refuses
+    them), descriptor passing, rlimits. Without them the stronger levels cannot start at all."""
+    import importlib.util
+    import socket
+
+    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and hasattr(socket, "SOCK_SEQPACKET")
+            and hasattr(os, "setsid") and importlib.util.find_spec("resource") is not None):
+        return False
+    try:
+        ends = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError:
+        return False
+    for end in ends:
+        end.close()
+    return True
 
 
 def _bwrap_plan(bwrap: str, box: str, user: tuple[int, int] | None) -> Plan:

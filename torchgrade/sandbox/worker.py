@@ -15,14 +15,17 @@ import importlib.util
 import io
 import math
 import os
-import resource
 import signal
 import sys
 import tempfile
 import traceback
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # Windows: no rlimits; the portable backend's host enforces what it can
+    resource = None
 
 from . import wire
 from .inbox import output_file
@@ -108,7 +111,11 @@ def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
 
     The process cap counts every process of the user, so it is set only for a user of the
     sandbox's own (a grader running as root); for anyone else it would count their other programs.
+    Without `resource` (Windows) there are none; a limit the OS refuses (RLIMIT_AS on macOS) is skipped.
     """
+    if resource is None:
+        return
+
     def cap(kind: int, value: int, grace: int = 0) -> None:
         with contextlib.suppress(ValueError, OSError):
             _, hard = resource.getrlimit(kind)
@@ -131,7 +138,7 @@ def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
 def rearm_cpu_limit(limits: dict) -> None:
     """Give the next request the whole CPU-time limit: a worker serves every check of a module, and
     what earlier checks used is not this one's (the soft limit moves up; the hard one stays)."""
-    if not limits.get("cpu_seconds"):
+    if not limits.get("cpu_seconds") or resource is None:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
     with contextlib.suppress(ValueError, OSError):
@@ -278,8 +285,15 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
 def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,
           environment: dict[str, str] | None = None) -> None:
     """Entry point in the freshly forked child: isolate, import the module, then serve until the host hangs up."""
+    from multiprocessing.connection import Connection
+
     isolate(config, user, sock_fd, dict(os.environ) if environment is None else environment)
-    conn = Connection(sock_fd)
+    serve(Connection(sock_fd), config)
+
+
+def serve(conn: Any, config: dict) -> None:
+    """Import the module, say how that went, then answer requests until the host hangs up (`conn`: a
+    Connection, or the portable backend's pipes)."""
     session = Session(Path(config["submission"]), config["exercise"])
     hello = session.load()
     flush()

@@ -130,7 +130,10 @@ def placement(device: str, rank: int, cuda_devices: int, nccl: bool) -> tuple[to
 def start_method(device: str) -> str:
     """fork (milliseconds) unless the ranks use CUDA, which a forked child of a CUDA process cannot: then
     they are forked from multiprocessing's fork server, a fresh process that imports torch once and
-    never touches CUDA (its first start costs what a spawn does, later ones little more than a fork)."""
+    never touches CUDA (its first start costs what a spawn does, later ones little more than a fork).
+    Outside Linux they are spawned: Windows cannot fork, and macOS cannot fork safely once torch is imported."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return "spawn"
     return "forkserver" if device == "cuda" else "fork"
 
 
@@ -338,7 +341,8 @@ def _rank_main(group: _Group, rank: int, conn: Connection) -> None:
     err = os.open(group.file(rank, "err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(err, 2)
     _stack_file = open(group.file(rank, "stack"), "w")
-    faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):  # not on Windows: a stuck rank's stack is not shown there
+        faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
     random_state = torch.get_rng_state()
     try:
         _join(group, rank)
@@ -506,6 +510,8 @@ class _Ranks:
 
     def dump_stacks(self, ranks: list[int]) -> None:
         """Ask each stuck rank for its Python stack (faulthandler writes it), waiting a moment for it."""
+        if not hasattr(signal, "SIGUSR1"):
+            return
         for rank in ranks:
             with contextlib.suppress(OSError):
                 os.kill(self.processes[rank].pid, signal.SIGUSR1)
@@ -545,7 +551,8 @@ def _close_idle() -> None:
         _idle.popitem()[1].close()
 
 
-os.register_at_fork(after_in_child=_idle.clear)  # in a forked child the ranks are the parent's
+if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+    os.register_at_fork(after_in_child=_idle.clear)  # in a forked child the ranks are the parent's
 
 
 def _run(job: _Job, key: tuple, target: Target, start: str, device: str, deadline: float,
