@@ -429,24 +429,30 @@ class Spawner:
         child = self._workers.pop(pid, None)
         return None if child is None else child.kill()
 
-    def signal_group(self, pid: int, op: str) -> bool:
-        """Pause or resume a worker's whole tree; False if it is gone (or not one of ours)."""
+    def signal_group(self, pid: int, op: str) -> dict:
+        """Pause or resume a worker's whole tree, as the zygote answers (host.Zygote.signal_group):
+        {"ok": False} if it is gone (or not one of ours), else {"ok": True, "processes": it started and
+        are alive, "threads": its own}."""
         psutil = _psutil()
         child = self._workers.get(pid)
         if child is None or child.process.poll() is not None:
-            return False
+            return {"ok": False}
         if op == "pause":
-            tree(pid)  # stops each process as it is found
-            return True
+            found = tree(pid)  # stops each process as it is found
+            if not found:
+                return {"ok": False}
+            with contextlib.suppress(psutil.Error):
+                return {"ok": True, "processes": len(found) - 1, "threads": found[0].num_threads()}
+            return {"ok": True}
         try:
             root = psutil.Process(pid)
             processes = [root, *root.children(recursive=True)]
         except psutil.Error:
-            return False
+            return {"ok": False}
         for process in processes:
             with contextlib.suppress(psutil.Error):
                 process.resume()
-        return True
+        return {"ok": True}
 
     def reset(self) -> None:
         """Between submissions: nothing to do (each worker was killed with its tree when retired, and
@@ -566,6 +572,7 @@ def main(argv: list[str]) -> None:
 
     from . import worker
     from .probes import ProbeLoadError, load_course
+    from .recorder import guard_switches
     from .warmup import warm_up
 
     try:
@@ -574,6 +581,7 @@ def main(argv: list[str]) -> None:
         write_frame(channel_out, json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
         return
     warm_up()
+    guard_switches()  # the profiler's switches are the recorder's, as in the zygote (torchgrade.sandbox.recorder)
     _adopt_orphans()
     _die_with_parent()
     write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
