@@ -55,10 +55,10 @@ def _read(file: Path) -> tuple[list[_Check], list[tuple[int, str]]]:
     for node in tree.body:  # pytestmark = pytest.mark.target("name") marks every check of the file
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
             module_target = _target_of([node.value])
+    defined = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]  # as pytest collects
     checks = [_Check(file, node.lineno, node.name, _target_of(node.decorator_list) or module_target)
-              for node in ast.walk(tree)
-              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")
-              and node in tree.body + [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]]
+              for node in defined
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")]
     probes = [(node.lineno, keyword.value.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
               for keyword in node.keywords if keyword.arg == "probe"
               and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str)]

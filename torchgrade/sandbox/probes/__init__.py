@@ -103,6 +103,8 @@ def _forget_course() -> None:
         PROBES.pop(name, None)
     for module in [m for m in sys.modules if m == COURSE_PACKAGE or m.startswith(COURSE_PACKAGE + ".")]:
         del sys.modules[module]
+    if _course is not None and _course[0] + os.sep in _HARNESS_DIRS:
+        _HARNESS_DIRS.remove(_course[0] + os.sep)
     _course = None
 
 
