@@ -65,6 +65,7 @@ ATTACKS = (
     Attack("autograd_in_backward", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3",
                                     "functions.LinearFn"), module="functions",
            untouched=("functions.Conv2dFn", "functions.legendre_model", *UNTOUCHED), message="forbidden call"),
+    Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
            message="may not switch off the grader's call recorder"),
     # Crashing or leaving: each costs only the attacked target (or, at import, the module).

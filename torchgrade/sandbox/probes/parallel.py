@@ -59,6 +59,8 @@ GRACE_S = 3.0
 GROUP_TIMEOUT_MARGIN_S = 5.0
 #: After the first failure, how long the other ranks have to show whether one of them died (the cause).
 SWEEP_S = 0.5
+#: How long a stuck rank has to write its stack (at once, unless the machine is busy).
+STACK_WAIT_S = 3.0
 #: How much of a crashed rank's stderr is quoted.
 STDERR_TAIL = 1500
 
@@ -509,14 +511,14 @@ class _Ranks:
         return ending if ending.died else _collect(self.processes, self.conns, deadline, grace)
 
     def dump_stacks(self, ranks: list[int]) -> None:
-        """Ask each stuck rank for its Python stack (faulthandler writes it), waiting a moment for it."""
+        """Ask each stuck rank for its Python stack (faulthandler writes it), waiting for it."""
         if not hasattr(signal, "SIGUSR1"):
             return
         for rank in ranks:
             with contextlib.suppress(OSError):
                 os.kill(self.processes[rank].pid, signal.SIGUSR1)
         paths = [self.group.file(rank, "stack") for rank in ranks]
-        end = time.monotonic() + 1.0
+        end = time.monotonic() + STACK_WAIT_S
         while time.monotonic() < end and not all(os.path.exists(p) and os.path.getsize(p) for p in paths):
             time.sleep(0.02)
 
