@@ -145,7 +145,8 @@ def test_an_authoring_mistake_stops_grading_with_one_line(mistake, course, tmp_p
     make, expected = MISTAKES[mistake]
     make(course)
     runner = inside(course)
-    for command in (["grade", "reference", "--out", str(tmp_path / "out")], ["check", "--path", "reference"]):
+    for command in (["grade", "reference", "--out", str(tmp_path / "out")], ["check", "--path", "reference"],
+                    ["grade", "reference", "--out", str(tmp_path / "out"), "-j", "2"]):  # (a pool: checked later)
         if command[0] == "check" and mistake in HIDDEN_ONLY:
             continue  # students run the visible checks only (a target may be checked by hidden ones alone)
         result = runner.invoke(main, command)

@@ -35,13 +35,18 @@ def _assignment(path: str | None, *, checks: str | None = None):
     except ConfigError as e:
         _fail(str(e))
     if checks is not None:
-        from .course import CourseError, check_course
-
-        try:
-            check_course(assignment, include_hidden=checks == "all")
-        except CourseError as e:
-            _fail(str(e))
+        _check_course(assignment, checks)
     return assignment
+
+
+def _check_course(assignment, checks: str) -> None:
+    """Refuse, in one line, a course with an authoring mistake in its checks ("visible" or "all")."""
+    from .course import CourseError, check_course
+
+    try:
+        check_course(assignment, include_hidden=checks == "all")
+    except CourseError as e:
+        _fail(str(e))
 
 
 @click.group()
@@ -190,7 +195,7 @@ def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
 
     The sandbox is started here (it runs no student code) so that its level is known, not guessed; every
     process of the run then demands that level: none falls back to a weaker one. Unless this process
-    grades (`keep`), its sandbox is closed again: the pool's workers start their own.
+    grades (`keep`), the sandbox only proves the level and ends: the pool's workers start their own.
     """
     import shutil
 
@@ -209,7 +214,7 @@ def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
     try:
         requested = isolation.requested_level()
         host.use_course(assignment.probes_dir)  # the sandbox started here is the one this process grades with
-        level = host.settle(requested)
+        level = host.settle(requested) if keep else host.choose_level(requested)
     except isolation.IsolationError as e:
         _fail(str(e))
     if level == "process" and requested is None:
@@ -220,8 +225,6 @@ def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
     if level == "process":
         click.echo(PROCESS_WARNING, err=True)
     os.environ[ISOLATION_ENV] = level
-    if not keep:
-        host.release()
     return level
 
 
@@ -298,7 +301,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     from .submissions import InputError, survey
 
     set_private(private)
-    assignment = _assignment(assignment_path, checks="all")
+    assignment = _assignment(assignment_path)
     _check_out(out)
     try:
         found = survey(list(paths), tuple(e.name for e in assignment.exercises), out)
@@ -321,8 +324,17 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     bar = Progress(enabled=progress)
     previous = signal.signal(signal.SIGTERM, _terminated)  # a SIGTERM ends the run as Ctrl-C does
     try:
-        # before anything is written or any student code runs; this process keeps it if it grades (-j 1)
+        # Before anything is written or any student code runs: the course's check, and the sandbox's level
+        # (this process keeps its sandbox if it grades, -j 1); a pool's fork server imports meanwhile.
+        pool = executor == "local" and jobs > 1
+        if not pool:
+            _check_course(assignment, "all")
         _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
+        if pool:
+            from .executors.local import start_fork_server
+
+            start_fork_server()
+            _check_course(assignment, "all")
         with locked(out):
             result = grade_class(submissions, assignment, out, executor=make_executor(executor, jobs, scheduler),
                                  device=device, force=force, on_start=bar.start, on_grade=bar.graded)

@@ -11,12 +11,14 @@ the outcome differed (``failure_kind``), or from the differential itself (``forb
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .compare import Mismatch, path_parts
 from .i18n import LANGUAGES, language
+
+if TYPE_CHECKING:
+    from .compare import Mismatch
 
 #: A hint in each language: {"en": ..., "zh": ...}.
 Hint = dict[str, str]
@@ -40,6 +42,8 @@ KINDS = ("shape", "dtype", "device", "values", "value", "kind", "keys", "length"
 
 def failure_kind(mismatch: Mismatch) -> str:
     """The kind of a comparison failure, refined by the fact that differed (strides, storage, grads)."""
+    from .compare import path_parts  # (imports torch: loading a course's hints, as `grade`'s parent does, need not)
+
     parts = path_parts(mismatch.path)
     if parts and isinstance(parts[0], str) and parts[0] in _FACT_KINDS and mismatch.kind not in (
             "raised", "not_raised", "wrong_exception", "device"):

@@ -86,6 +86,15 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def start_fork_server() -> None:
+    """Start the fork server now, so that its imports run beside what this process does before it makes
+    the pool (its workers then start from it; the environment they get is this process's now)."""
+    from multiprocessing import forkserver
+
+    _context()
+    forkserver.ensure_running()
+
+
 def _watch_parent(parent: int) -> None:
     """End this worker the moment `parent` (the process that made the pool) ends, however it ends.
 

@@ -109,9 +109,10 @@ def sandbox_env(plan: Plan) -> dict[str, str]:
 
 
 class Zygote:
-    """A clean process with torch imported that forks sandbox workers on request."""
+    """A clean process with torch imported that forks sandbox workers on request (`level_only`: one that
+    only proves that the sandbox and its user work at this level, then ends; it imports nothing)."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, level_only: bool = False):
         self.plan = plan
         self.dead = False
         self._lock = threading.Lock()
@@ -121,7 +122,7 @@ class Zygote:
         if probes and prefix:  # the course's probes, read-only, and nothing else of the course
             prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
         config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
-                  "clean_all": plan.clean_all,
+                  "clean_all": plan.clean_all, "level_only": level_only,
                   "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
         self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
         self.process = subprocess.Popen(
@@ -285,18 +286,19 @@ def settle(requested: str | None = None) -> str:
     return started.plan.level
 
 
-def release() -> None:
-    """Close this process's sandboxes (a parent that only chose the level for its pool's workers)."""
-    with _zygote_lock:
-        for z in set(_zygotes.values()):
-            z.close()
-        _zygotes.clear()
+def choose_level(requested: str | None = None) -> str:
+    """The level a pool of graders is to demand: the best that starts here (None) or the one asked for,
+    proven by a sandbox that starts and ends at once (at the Linux levels it imports nothing, so a
+    parent that grades nothing itself does not pay for torch there); IsolationError if none starts."""
+    started = _start_best(requested, level_only=True)
+    started.close()
+    return started.plan.level
 
 
-def _start(plan: Plan) -> Any:
+def _start(plan: Plan, level_only: bool = False) -> Any:
     """A zygote that forks workers (Linux), or at level process the portable backend that starts each."""
     if plan.level != "process":
-        return Zygote(plan)
+        return Zygote(plan, level_only)
     from . import portable
 
     try:
@@ -340,7 +342,7 @@ def started() -> None:
         raise failed[0] if isinstance(failed[0], IsolationError) else IsolationError(why)
 
 
-def _start_best(requested: str | None) -> Zygote:
+def _start_best(requested: str | None, level_only: bool = False) -> Zygote:
     reasons = []
     for plan in isolation.plans(requested):
         if plan.prefix:
@@ -349,7 +351,7 @@ def _start_best(requested: str | None) -> Zygote:
                 reasons.append(f"{plan.level}: {why}")
                 continue
         try:
-            started = _start(plan)
+            started = _start(plan, level_only)
         except (SandboxFailure, OSError) as e:  # OSError: a socket type or call this OS lacks
             reasons.append(f"{plan.level}: {e}")
             continue

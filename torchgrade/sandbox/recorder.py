@@ -18,6 +18,7 @@ ones that refuse and record), or markers that the mode did not make.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -127,7 +128,9 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+@functools.cache
 def _config() -> ProfilerConfig:
+    """Operators only (no shapes, stacks, memory), in every thread; built once."""
     from torch._C._profiler import _ExperimentalConfig
 
     return ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -129,18 +130,15 @@ def check_user(user: tuple[int, int] | None) -> str:
     """Whether a worker that switched to `user` can still read Python, torch and graders ('' if so)."""
     if user is None:
         return ""
-    import torch
-
-    import torchgrade
-
+    # where torch and torchgrade are, without importing them (a zygote that only proves its level does not)
+    packages = [os.path.dirname(importlib.util.find_spec(name).origin) for name in ("torch", "torchgrade")]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         why = ""
         try:
             become(user)
-            for path in (os.path.dirname(os.__file__), os.path.dirname(torch.__file__),
-                         os.path.dirname(torchgrade.__file__), *[p for p in sys.path if os.path.isdir(p)]):
+            for path in (os.path.dirname(os.__file__), *packages, *[p for p in sys.path if os.path.isdir(p)]):
                 if not os.access(path, os.R_OK | os.X_OK):
                     why = f"{path} is not readable by uid {user[0]}"
                     break
@@ -176,6 +174,11 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     """
     with contextlib.suppress(Exception):  # without it, orphans go to init and are killed by pid namespace only
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    user = tuple(config["user"]) if config.get("user") else None
+    if config.get("level_only"):  # a grader that only learns the level: the sandbox and its user work
+        why = check_user(user)
+        control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
+        return
     # Imports torch, and torch's lazy imports: the cost every worker then shares.
     from torchgrade.sandbox import worker
     from torchgrade.sandbox.probes import ProbeLoadError, load_course
@@ -191,7 +194,6 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     guard_switches()  # the profiler's switches are the recorder's (see torchgrade.sandbox.recorder)
     gc.freeze()  # the collector never walks what workers inherit: fewer copy-on-write page faults
 
-    user = tuple(config["user"]) if config.get("user") else None
     why = check_user(user)
     control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
     workers: set[int] = set()
