@@ -115,8 +115,7 @@ def ticker(path):
                 f.write(".")
             time.sleep(0.01)
     threading.Thread(target=tick, daemon=True).start()
-    time.sleep(0.1)
-    return "ticking"
+    return _first_tick(path)
 
 def detached_ticker(path):
     if os.fork() == 0:
@@ -125,7 +124,13 @@ def detached_ticker(path):
             with open(path, "a") as f:
                 f.write(".")
             time.sleep(0.01)
-    time.sleep(0.1)
+    return _first_tick(path)
+
+def _first_tick(path):
+    deadline = time.monotonic() + 10  # on a busy machine the ticker may take a while to start
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
     return "ticking"
 
 def nothing():
