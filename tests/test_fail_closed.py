@@ -43,10 +43,12 @@ def snooping_submission(tmp_path):
     return folder.parent, marker
 
 
-def test_without_bubblewrap_grade_refuses_in_one_line_and_runs_nothing(tmp_path, small_assignment):
+@pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: the parent's sandbox only proves the level
+def test_without_bubblewrap_grade_refuses_in_one_line_and_runs_nothing(tmp_path, small_assignment, jobs):
     klass, marker = snooping_submission(tmp_path)
     out = tmp_path / "out"
-    done = without_sandbox(tmp_path, "grade", klass, "--out", out, "--device", "cpu", "--assignment", small_assignment)
+    done = without_sandbox(tmp_path, "grade", klass, "--out", out, "--device", "cpu", "--assignment", small_assignment,
+                           "-j", jobs)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -89,3 +91,13 @@ def test_a_report_graded_in_a_sandbox_has_no_warning(tmp_path):
     assignment = load_assignment(ROOT / "assignment.yaml")
     assert 'id="isolation-warning"' not in render_report(Grade("alice", [], isolation="bwrap"), assignment)
     assert 'id="isolation-warning"' in render_report(Grade("alice", [], isolation="process"), assignment)
+
+
+def test_a_pool_s_parent_proves_the_level_with_a_sandbox_that_ends_at_once():
+    import psutil
+
+    from torchgrade.sandbox import host
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert host.choose_level() == host.isolation_level()  # the best level here, really started
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before  # and ended: nothing kept
