@@ -134,9 +134,10 @@ def recheck_median(work: Path, times: int = 10) -> float:
 
     folder = work / "watched"
     shutil.copytree(ROOT / "reference", folder)
-    start_early()
+    assignment = load_assignment(ROOT / "assignment.yaml")
+    start_early(assignment.probes_dir)
     done = threading.Event()
-    watcher = Watcher(load_assignment(ROOT / "assignment.yaml"), folder, device="all")
+    watcher = Watcher(assignment, folder, device="all")
     stop = threading.Event()
     thread = threading.Thread(target=watcher.run, args=(lambda recheck: done.set(), stop), daemon=True)
     thread.start()

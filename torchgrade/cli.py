@@ -99,13 +99,15 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     missing = portable.unavailable()
     if missing:  # not even the portable sandbox can run on this Python: say what is missing, nothing else
         _fail(t("sandbox_unavailable", why=missing))
-    assignment = _assignment(assignment_path, checks="visible")
+    assignment = _assignment(assignment_path)
+    # the sandbox imports torch while this process checks the course (importing it too) and collects the checks
+    start_early(assignment.probes_dir)
+    _check_course(assignment, "visible")
     folder = path or assignment.stubs_dir
     if not folder.is_dir():
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
     report_dir = report_dir or assignment.root / "reports" / "check"
-    start_early()  # the sandbox imports torch while this process does the same and collects the checks
     if watch:
         _watch(assignment, folder, targets, device, verbose, report_dir, path, assignment_path)
         return
@@ -426,7 +428,7 @@ def autograde(submission: Path, results_path: Path, device: str, assignment_path
     if not submission.is_dir():
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
     found = find_submission(submission, tuple(e.name for e in assignment.exercises))
-    start_early()
+    start_early(assignment.probes_dir)
     try:
         grade = grade_one(Submission("submission", found), assignment, device)
     except GradingError as e:

@@ -310,14 +310,18 @@ def _start(plan: Plan, level_only: bool = False) -> Any:
 _early: tuple[threading.Event, list[Exception]] | None = None
 
 
-def start_early() -> None:
+def start_early(probes_dir: str | Path | None = None) -> None:
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
     when the first check needs it; a failure to start is reported by `started` or by `zygote`.
+    `probes_dir`: the course's probes folder, which the zygote loads (else the one set before, if any:
+    a zygote started for another folder is closed, and started again, when the course is set).
 
     The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
     the sandbox when the *thread* that started it ends.
     """
     global _early
+    if probes_dir is not None:
+        use_course(probes_dir)
     done, failed = _early = threading.Event(), []
 
     def start() -> None:
