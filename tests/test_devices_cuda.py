@@ -35,10 +35,19 @@ def test_ddp_ranks_use_nccl_only_when_each_has_a_gpu_of_its_own(device, rank, gp
     assert (str(placed), backend) == expected
 
 
-def test_ddp_ranks_are_forked_on_the_cpu_and_come_from_a_fork_server_for_cuda():
+def test_ddp_ranks_are_forked_on_the_cpu_and_come_from_a_fork_server_for_cuda(monkeypatch):
     """A process that has initialised CUDA cannot fork children that use it."""
+    monkeypatch.setattr(ddp, "gpu_present", lambda: False)
     assert ddp.start_method("cpu") == "fork"
     assert ddp.start_method("cuda") == "forkserver"
+
+
+def test_ddp_ranks_come_from_the_fork_server_on_the_cpu_too_where_there_is_a_gpu(monkeypatch):
+    """There autograd's device threads, started by any backward, leave a forked child without autograd."""
+    monkeypatch.setattr(ddp, "gpu_present", lambda: True)
+    assert ddp.start_method("cpu") == ddp.start_method("cuda") == "forkserver"
+    monkeypatch.undo()
+    assert ddp.gpu_present() == torch.cuda.is_available()
 
 
 def test_parallel_cuda_variants_run_where_cuda_exists_and_are_skipped_with_the_reason_elsewhere(assignment):

@@ -135,11 +135,11 @@ def check_id(nodeid: str) -> str:
     return f"{found.group(1)}[{inner}]" if inner else found.group(1)
 
 
-def lost_checks(grade: Grade) -> dict[str, list[str]]:
-    """{target: sorted check ids that did not pass}."""
+def lost_checks(grade: Grade, device: str | None = None) -> dict[str, list[str]]:
+    """{target: sorted check ids that did not pass} (on `device` only, when given)."""
     lost: dict[str, set[str]] = {}
     for t in grade.tests:
-        if t.status in ("failed", "error"):
+        if t.status in ("failed", "error") and device in (None, t.device):
             lost.setdefault(t.target, set()).add(check_id(t.nodeid))
     return {k: sorted(v) for k, v in lost.items()}
 
@@ -173,6 +173,40 @@ def test_corpus_submission_scores_as_asserted(grade, path):
     for text in _message_lines(path, "# message:"):
         assert any(text in out for out in outputs), (text, outputs[:2])
     for text in _message_lines(path, "# never:") + NEVER_IN_A_MESSAGE:
+        assert not any(text in out for out in outputs), (text, [o for o in outputs if text in o][:1])
+
+
+def _cuda_expectation(path: Path) -> dict[str, list[str]] | None:
+    """The ``# on cuda: loses {...}`` line of a submission whose mistake shows only on CUDA, or None."""
+    for line in path.read_text().splitlines()[1:3]:
+        found = re.fullmatch(r"# on cuda: loses (\{.*\})", line.strip())
+        if found:
+            return ast.literal_eval(found.group(1))
+    return None
+
+
+CUDA_ENTRIES = [p for p in ENTRIES if _cuda_expectation(p) is not None]
+
+
+def test_the_corpus_has_mistakes_that_show_only_on_cuda():
+    """Each is right on the CPU (the test above holds it to full marks there) and wrong on CUDA."""
+    assert {p.parent.name for p in CUDA_ENTRIES} >= {"tensors", "conv", "functions"}
+    assert all(_expectation(p) == {} for p in CUDA_ENTRIES)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available on this machine")
+@pytest.mark.parametrize("path", CUDA_ENTRIES, ids=[f"{p.parent.name}/{p.stem}" for p in CUDA_ENTRIES])
+def test_a_cuda_mistake_loses_exactly_its_cuda_checks(grade, path):
+    """Graded on every device, the mistake costs the CUDA variants its line names and nothing on the CPU."""
+    module = path.parent.name
+    g = grade(only=(module,), append={module: path.read_text()}, device="all")
+    on = {device: lost_checks(g, device) for device in ("cpu", "cuda")}
+    messages = {t.target: t.output for t in g.tests if t.status in ("failed", "error")}
+    assert on["cpu"] == {}, on["cpu"]
+    expected = {k: sorted(v) for k, v in _cuda_expectation(path).items()}
+    assert on["cuda"] == expected, {k: messages.get(k, "")[:600] for k in set(on["cuda"]) | set(expected)}
+    outputs = [t.output for t in g.tests if t.status in ("failed", "error")]
+    for text in NEVER_IN_A_MESSAGE:
         assert not any(text in out for out in outputs), (text, [o for o in outputs if text in o][:1])
 
 

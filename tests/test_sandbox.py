@@ -13,6 +13,7 @@ import pickle
 import subprocess
 import sys
 import time
+import textwrap
 import uuid
 from pathlib import Path
 
@@ -556,3 +557,49 @@ print("same" if host._zygotes[None] is early and early.alive() else "started aga
     env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert done.stdout.strip() == "same", done.stdout + done.stderr
+
+
+def test_the_zygotes_warm_up_runs_no_autograd_and_asks_cuda_nothing():
+    """On a machine with a GPU either leaves every worker forked afterwards unable to use CUDA or
+    autograd (warmup.py): spies on the Python entry points of both see no call."""
+    code = textwrap.dedent("""
+        import torch, torch.autograd
+        calls = []
+        def spy(owner, name):
+            real = getattr(owner, name)
+            def wrapped(*args, **kwargs):
+                calls.append(name)
+                return real(*args, **kwargs)
+            setattr(owner, name, wrapped)
+        for owner, name in [(torch.autograd, "backward"), (torch.autograd, "grad"), (torch.cuda, "is_available"),
+                            (torch.cuda, "device_count"), (torch.cuda, "init"), (torch._C, "_cuda_getDeviceCount")]:
+            if hasattr(owner, name):  # a CPU build has no _cuda_getDeviceCount
+                spy(owner, name)
+        from torchgrade.sandbox.warmup import warm_up
+        warm_up()
+        print(calls, torch.cuda.is_initialized())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[] False"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_inputs_a_worker_cannot_make_are_the_graders_error_and_the_worker_serves_on(spy, level, monkeypatch):
+    """A request whose tensor the sandbox cannot rebuild (here: one said to be on CUDA, on a machine whose
+    sandbox has none) is answered with the reason, which the check reports as the grader's; the worker
+    lives on. (It died with status 70 before, blaming the student: what CUDA did on an H100.)"""
+    if torch.cuda.is_available():
+        pytest.skip("this machine's sandbox can make CUDA tensors")
+    sb = Sandbox(spy, level=level)
+    try:
+        assert call(sb, "shout", 0) == "done"
+        pid = sb.workers["spy"].pid
+        describe = wire._describe_tensor
+        monkeypatch.setattr(wire, "_describe_tensor", lambda *a: describe(*a)[:5] + ["cuda", False])
+        reply = sb.run("spy", "shout", "call", (torch.ones(2),), {}, {}, timeout=30)
+        monkeypatch.undo()
+        assert set(reply) == {"sandbox_error"} and reply["sandbox_error"].startswith("WireError: "), reply
+        assert call(sb, "shout", 0) == "done" and sb.workers["spy"].pid == pid
+    finally:
+        sb.close()

@@ -362,6 +362,8 @@ class Differential:
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
+        if "sandbox_error" in reply:  # it could not take the inputs: the grader's setup, not the student's code
+            raise GraderError(f"the sandbox could not take this check's inputs: {reply['sandbox_error']}")
         if "import_error" in reply:
             failure = reply["import_error"]
             text = t("import_error", exercise=exercise, error=failure.get("type")) + f"\n{failure.get('traceback', '')}"

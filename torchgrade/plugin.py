@@ -89,7 +89,9 @@ class GradingState:
     @property
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
-            self._sandbox = Sandbox(self.submission)
+            # CUDA where it is here, whatever --device says: student code sees the devices the reference
+            # sees (a CPU check of pick_device asks torch.cuda.is_available() on both sides)
+            self._sandbox = Sandbox(self.submission, cuda=torch.cuda.is_available())
         return self._sandbox
 
     def device_skip_reason(self, device: str) -> str | None:

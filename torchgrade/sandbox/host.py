@@ -407,7 +407,7 @@ def checked(reply: Any) -> dict:
     """A decoded reply with its text fields type-checked and cut to size; BadReply if it has the wrong shape."""
     if type(reply) is not dict:
         raise BadReply(f"the sandbox sent back a {type(reply).__name__}, not an outcome")
-    for key in ("probe_error", "traceback", "missing"):
+    for key in ("probe_error", "sandbox_error", "traceback", "missing"):
         if key in reply:
             reply[key] = _text(reply[key], key)
     if "import_error" in reply:
@@ -429,7 +429,7 @@ class Worker:
     """One sandbox process serving the targets of one student module, one request at a time."""
 
     def __init__(self, zygote: Any, submission: str, exercise: str, workdir: Path, limits: Limits,
-                 timeout: float):
+                 timeout: float, cuda: bool = False):
         self.zygote = zygote
         self.exercise = exercise
         self.workdir = workdir
@@ -440,7 +440,7 @@ class Worker:
         self.resumed = False
         self.closed = False
         self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
-                                                 exercise=exercise, limits=asdict(limits))
+                                                 exercise=exercise, limits=asdict(limits), cuda=cuda)
         self.hello = self._receive(timeout, importing=True)
 
     def pause(self) -> bool:
@@ -527,9 +527,11 @@ class Sandbox:
     while another module's worker runs.
     """
 
-    def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None):
+    def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False):
         self.submission = Path(submission).resolve()
         self.limits = limits
+        #: Its workers may use CUDA (they start it before their limits, which would refuse it: worker.start_cuda).
+        self.cuda = cuda
         self.requested = level if level is not None else isolation.requested_level()
         if self.requested is not None and self.requested not in isolation.LEVELS:
             raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
@@ -605,7 +607,7 @@ class Sandbox:
         workdir = inbox.workdir(self._home, f"{exercise}.{self._spawned}", self._zygote.plan.user)
         submission = self._zygote.plan.path(self._home / "submission")
         try:
-            worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout)
+            worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout, self.cuda)
         except SandboxFailure:
             self._collect_output(exercise, workdir, ())
             raise

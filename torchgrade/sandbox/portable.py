@@ -534,6 +534,7 @@ def isolate(config: dict, environment: dict[str, str]) -> None:
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
     if hasattr(signal, "SIGXFSZ"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing us
+    worker.start_cuda(config)
     worker.apply_limits({k: v for k, v in limits.items() if k != "cpu_seconds"})  # where `resource` exists;
     _limit_cpu(int(limits.get("cpu_seconds") or 0))  # a limit the OS refuses (RLIMIT_AS on macOS) is skipped
 

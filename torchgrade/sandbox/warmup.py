@@ -3,7 +3,10 @@
 A first ``backward(gradient)`` imports sympy (via torch.fx), an optimizer imports torch._dynamo,
 gradcheck, DataLoader and torch.distributed import more: 0.3 s to 2 s each time in a fresh fork,
 i.e. per target. Importing them starts no threads (checked), so forking afterwards is safe.
-Only imports and CPU work happen here: no CUDA initialisation, no threads that a fork would lose.
+Only imports happen here: no CUDA initialisation, no threads that a fork would lose. Not even a tiny
+backward: on a machine with a GPU autograd's first backward starts its per-device threads and asks the
+CUDA driver how many devices there are, after which no forked worker can use CUDA ("CUDA error:
+initialization error") or autograd (seen on an H100; a worker's own first backward costs 2 ms).
 """
 
 from __future__ import annotations
@@ -24,11 +27,7 @@ _MODULES = (
 
 
 def warm_up() -> None:
-    """Import what probes and typical student code trigger lazily, and run one tiny backward."""
-    import torch
-
+    """Import what probes and typical student code trigger lazily (see the module's docstring for what not)."""
     for name in _MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    (x * 2).backward(torch.ones(2, dtype=torch.float64))

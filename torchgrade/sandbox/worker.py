@@ -135,6 +135,18 @@ def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
         cap(resource.RLIMIT_NPROC, int(limits["processes"]))
 
 
+def start_cuda(config: dict) -> None:
+    """For a worker on a machine with CUDA: make its CUDA context before `apply_limits`. The driver
+    reserves tens of GiB of virtual addresses when it starts, which RLIMIT_AS would refuse
+    (cudaGetDeviceCount: "out of memory", seen on an H100); the limit then counts from there. A failure
+    here shows again, as the grader's, in the first CUDA check."""
+    if config.get("cuda"):
+        import torch
+
+        with contextlib.suppress(Exception):
+            torch.zeros(1, device="cuda")
+
+
 def rearm_cpu_limit(limits: dict) -> None:
     """Give the next request the whole CPU-time limit: a worker serves every check of a module, and
     what earlier checks used is not this one's (the soft limit moves up; the hard one stays)."""
@@ -279,6 +291,7 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
     os.environ["HOME"] = os.environ["TMPDIR"] = str(workdir)
     os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"  # the sandbox user has no entry in /etc/passwd
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
+    start_cuda(config)
     apply_limits(limits, dedicated_user=user is not None)
 
 
@@ -303,6 +316,9 @@ def serve(conn: Any, config: dict) -> None:
             request = wire.decode(conn.recv_bytes(MAX_REQUEST_BYTES))
         except (EOFError, OSError):
             os._exit(0)
+        except Exception as e:  # inputs this process cannot make (CUDA unusable here): the grader's fault
+            conn.send_bytes(wire.encode({"sandbox_error": f"{type(e).__name__}: {e}"[:2000]}))
+            continue
         _output.switch(request["target"])
         rearm_cpu_limit(config.get("limits", {}))
         reply = session.handle(request)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import glob
 import importlib.util
 import linecache
 import multiprocessing
@@ -129,14 +130,24 @@ def placement(device: str, rank: int, cuda_devices: int, nccl: bool) -> tuple[to
     return torch.device(device), "gloo"
 
 
+def gpu_present() -> bool:
+    """Whether this machine has a GPU, asked without starting CUDA: NVIDIA's or AMD's device nodes (the
+    sandbox binds them), or CUDA already started in this process."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")) or torch.cuda.is_initialized()
+
+
 def start_method(device: str) -> str:
-    """fork (milliseconds) unless the ranks use CUDA, which a forked child of a CUDA process cannot: then
-    they are forked from multiprocessing's fork server, a fresh process that imports torch once and
-    never touches CUDA (its first start costs what a spawn does, later ones little more than a fork).
-    Outside Linux they are spawned: Windows cannot fork, and macOS cannot fork safely once torch is imported."""
+    """fork (milliseconds) on a machine without a GPU. Elsewhere, and always for CUDA ranks, they are forked
+    from multiprocessing's fork server, a fresh process that imports torch once and never touches CUDA
+    (its first start costs what a spawn does, later ones little more than a fork): a child forked from a
+    process that started CUDA cannot use it, and on a machine with a GPU autograd's first backward starts
+    threads per device, after which a forked child cannot use autograd either (seen on an H100: the CPU
+    ranks of the reference failed with "Unable to handle autograd's threading in combination with
+    fork-based multiprocessing"). Outside Linux they are spawned: Windows cannot fork, and macOS cannot
+    fork safely once torch is imported."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return "spawn"
-    return "forkserver" if device == "cuda" else "fork"
+    return "forkserver" if device == "cuda" or gpu_present() else "fork"
 
 
 # --- the scenarios, run on every rank ------------------------------------------------------------
