@@ -14,11 +14,14 @@ project's own CI workflow (.github/workflows/student-path.yml), which the last t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -377,3 +380,35 @@ def test_the_workflow_runs_the_student_path_on_linux_macos_and_windows():
 
 def test_the_existing_grade_class_workflow_is_left_alone():
     assert yaml.safe_load((ROOT / ".github" / "workflows" / "grade-class.yml").read_text())["jobs"]
+
+
+@on_linux
+def test_a_tree_that_forks_while_it_is_being_stopped_is_killed_whole(monkeypatch):
+    """A stop takes hold after kill() returns: under load a fork bomb forked in that gap, and children
+    that had left its session outlived the kill. Here every stop is made late on purpose."""
+    code = ("import os, time\nwhile True:\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(60)\n"
+            "        os._exit(0)\n    time.sleep(0.005)\n")
+    bomb = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    time.sleep(0.3)
+    real = psutil.Process.suspend
+
+    def late(process):
+        def stop():
+            with contextlib.suppress(psutil.Error):
+                real(process)
+        threading.Timer(0.1, stop).start()
+
+    monkeypatch.setattr(psutil.Process, "suspend", late)
+    try:
+        portable.kill_tree(bomb.pid)
+        time.sleep(0.3)  # what the kill missed would still be running now
+        left = [p for p in psutil.process_iter(["cmdline", "status"])
+                if p.info["cmdline"] == [sys.executable, "-c", code] and p.info["status"] != psutil.STATUS_ZOMBIE]
+    finally:
+        monkeypatch.undo()
+        for p in psutil.process_iter(["cmdline"]):
+            if p.info["cmdline"] == [sys.executable, "-c", code]:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+        bomb.wait()
+    assert left == []

@@ -224,8 +224,6 @@ def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
               (" and torchgrade does not run as root" if getattr(os, "geteuid", lambda: -1)() != 0 else
                " and the sandbox user cannot read this Python installation")
         _fail(PROCESS_REFUSED.format(why=why))
-    if level == "process":
-        click.echo(PROCESS_WARNING, err=True)
     os.environ[ISOLATION_ENV] = level
     return level
 
@@ -331,12 +329,14 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         pool = executor == "local" and jobs > 1
         if not pool:
             _check_course(assignment, "all")
-        _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
+        level = _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
         if pool:
             from .executors.local import start_fork_server
 
             start_fork_server()
             _check_course(assignment, "all")
+        if level == "process":  # said once the run will go ahead: an authoring mistake is the one line then
+            click.echo(PROCESS_WARNING, err=True)
         with locked(out):
             result = grade_class(submissions, assignment, out, executor=make_executor(executor, jobs, scheduler),
                                  device=device, force=force, on_start=bar.start, on_grade=bar.graded)

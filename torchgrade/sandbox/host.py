@@ -301,8 +301,9 @@ def _start(plan: Plan, level_only: bool = False) -> Any:
         return Zygote(plan, level_only)
     from . import portable
 
+    probes = None if level_only else os.environ.get(COURSE_ENV) or None  # a proof of the level loads no course
     try:
-        return portable.Spawner(plan, sandbox_env(plan), os.environ.get(COURSE_ENV) or None, ZYGOTE_START_S)
+        return portable.Spawner(plan, sandbox_env(plan), probes, ZYGOTE_START_S)
     except portable.PortableError as e:
         raise ZygoteGone(f"the sandbox ({plan.level}) did not start: {e}") from None
 

@@ -196,7 +196,11 @@ def _psutil():
 
 def tree(pid: int) -> list:
     """A process and all its descendants (psutil.Process objects), each stopped before its children
-    are listed so that none escapes by starting more; [] if it is gone."""
+    are listed so that none escapes by starting more; [] if it is gone.
+
+    A stop takes hold asynchronously (kill() returns before the process stops), so a process may still
+    fork once after it was told to stop: once every process found has stopped, their children are
+    listed again, until a look finds none new (a fork bomb under load left survivors otherwise)."""
     psutil = _psutil()
     try:
         root = psutil.Process(pid)
@@ -212,7 +216,32 @@ def tree(pid: int) -> list:
                     seen.add(child.pid)
                     found.append(child)
                     todo.append(child)
+        if not todo:
+            _wait_stopped(found)
+            todo = [p for p in found if _has_children_besides(p, seen)]
     return found
+
+
+def _wait_stopped(processes: list, timeout: float = 1.0) -> None:
+    """Until each process has stopped (or ended), for `timeout` seconds at most."""
+    psutil = _psutil()
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        while time.monotonic() < deadline:
+            try:
+                if process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                    break
+            except psutil.Error:
+                break
+            time.sleep(0.002)
+
+
+def _has_children_besides(process: Any, seen: set[int]) -> bool:
+    psutil = _psutil()
+    try:
+        return any(child.pid not in seen for child in process.children())
+    except psutil.Error:
+        return False
 
 
 _kill_lock = threading.Lock()
