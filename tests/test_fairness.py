@@ -172,7 +172,12 @@ def test_corpus_submission_scores_as_asserted(grade, path):
     outputs = [t.output for t in g.tests if t.status in ("failed", "error")]
     for text in _message_lines(path, "# message:"):
         assert any(text in out for out in outputs), (text, outputs[:2])
-    for text in _message_lines(path, "# never:") + NEVER_IN_A_MESSAGE:
+    assert_never_said(outputs, _message_lines(path, "# never:") + NEVER_IN_A_MESSAGE)
+
+
+def assert_never_said(outputs: list[str], words: list[str]) -> None:
+    """Rule 2: none of these words in any failure message."""
+    for text in words:
         assert not any(text in out for out in outputs), (text, [o for o in outputs if text in o][:1])
 
 
@@ -205,9 +210,7 @@ def test_a_cuda_mistake_loses_exactly_its_cuda_checks(grade, path):
     assert on["cpu"] == {}, on["cpu"]
     expected = {k: sorted(v) for k, v in _cuda_expectation(path).items()}
     assert on["cuda"] == expected, {k: messages.get(k, "")[:600] for k in set(on["cuda"]) | set(expected)}
-    outputs = [t.output for t in g.tests if t.status in ("failed", "error")]
-    for text in NEVER_IN_A_MESSAGE:
-        assert not any(text in out for out in outputs), (text, [o for o in outputs if text in o][:1])
+    assert_never_said([t.output for t in g.tests if t.status in ("failed", "error")], NEVER_IN_A_MESSAGE)
 
 
 #: Words of the probes' internals that no failure message may show (rule 2).

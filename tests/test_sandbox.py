@@ -12,8 +12,8 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
