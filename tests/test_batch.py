@@ -271,3 +271,44 @@ print(sorted((g.submission, g.score) for g in result.grades))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "[('a', 5.0), ('b', 0.0), ('c', 5.0), ('d', 5.0)]", done.stdout + done.stderr[-2000:]
+
+
+def test_the_fork_server_collects_the_checks_and_imports_once_for_every_worker_and_stays_one_thread(tmp_path):
+    """What every pool worker (and every data-parallel rank it forks) would pay on its own is paid once in
+    the fork server; forking from it stays safe only while it has no thread but its own."""
+    (tmp_path / "looks.py").write_text("""
+import os, sys
+
+def look():
+    from torchgrade import batch
+    sessions = [s for s in batch._sessions.values() if s._session is not None]
+    fork_server_threads = len(os.listdir(f"/proc/{os.getppid()}/task"))
+    return len(sessions), "torch._dynamo" in sys.modules, fork_server_threads
+""")
+    script = f"""
+import sys
+sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]
+from torchgrade.executors.local import call_in_fork_server, start_fork_server
+from looks import look
+start_fork_server({str(ROOT / "assignment.yaml")!r}, "cpu")
+print(call_in_fork_server(look), "torch" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.stdout.strip() == "(1, True, 1) False", done.stdout + done.stderr[-2000:]
+
+
+def test_grading_with_a_pool_checks_the_course_without_importing_torch_in_this_process(course, tmp_path):
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    script = f"""
+import sys
+from torchgrade.cli import main
+sys.argv = ["torchgrade", "grade", {str(cls)!r}, "--out", {str(tmp_path / "out")!r}, "-j", "2", "--device", "cpu",
+            "--assignment", {str(course.path)!r}, "--no-progress"]
+try:
+    main()
+finally:
+    print("torch imported here:", "torch" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "torch imported here: False" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "alice: 5 / 5" in done.stdout and "bob: 0 / 5" in done.stdout, done.stdout

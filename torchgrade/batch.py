@@ -63,6 +63,11 @@ def _session(assignment: Assignment, device: str, only: tuple[str, ...]):
     return session
 
 
+def open_session(assignment: Assignment, device: str, only: tuple[str, ...]) -> None:
+    """Configure and collect the checks now (a pool's fork server does, once for all its workers)."""
+    _session(assignment, device, only).open()
+
+
 def grade_one(submission: Submission, assignment: Assignment, device: str = "all", only: tuple[str, ...] = ()) -> Grade:
     """Grade one submission (folder or zip) in this process, with checks collected once per process.
 

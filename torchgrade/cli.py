@@ -41,12 +41,21 @@ def _assignment(path: str | None, *, checks: str | None = None):
 
 def _check_course(assignment, checks: str) -> None:
     """Refuse, in one line, a course with an authoring mistake in its checks ("visible" or "all")."""
+    mistake = course_mistake(assignment, include_hidden=checks == "all")
+    if mistake:
+        _fail(mistake)
+
+
+def course_mistake(assignment, include_hidden: bool = True) -> str | None:
+    """The first authoring mistake in a course's checks (`assignment`: loaded, or its path), in one line, or None."""
     from .course import CourseError, check_course
 
     try:
-        check_course(assignment, include_hidden=checks == "all")
+        check_course(load_assignment(assignment) if isinstance(assignment, str) else assignment,
+                     include_hidden=include_hidden)
     except CourseError as e:
-        _fail(str(e))
+        return str(e)
+    return None
 
 
 @click.group()
@@ -330,11 +339,13 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         if not pool:
             _check_course(assignment, "all")
         level = _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
-        if pool:
-            from .executors.local import start_fork_server
+        if pool:  # the course is checked in a fork of the fork server: this process never imports torch
+            from .executors.local import call_in_fork_server, start_fork_server
 
-            start_fork_server()
-            _check_course(assignment, "all")
+            start_fork_server(assignment.path, device)
+            mistake = call_in_fork_server(course_mistake, str(assignment.path))
+            if mistake:
+                _fail(mistake)
         if level == "process":  # said once the run will go ahead: an authoring mistake is the one line then
             click.echo(PROCESS_WARNING, err=True)
         with locked(out):

@@ -11,6 +11,7 @@ that pool too gets `Crashed`; the others get their grades, and the class goes on
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import signal
@@ -20,10 +21,12 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from ..submissions import Submission
 from . import Crashed, Job, Outcome
+
+T = TypeVar("T")
 
 DIED = ("the grading process died while grading this submission, twice (the second time graded alone), "
         "so it is not graded; the rest of the class was")
@@ -39,6 +42,8 @@ class InProcess:
 
 #: The pid of the process that starts the fork server, for the fork server to die with it.
 OWNER_ENV = "TORCHGRADE_POOL_OWNER"
+#: The run the fork server prepares its workers for (JSON: the assignment's path, the device, the targets).
+SESSION_ENV = "TORCHGRADE_POOL_SESSION"
 PR_SET_PDEATHSIG = 1
 
 
@@ -68,7 +73,28 @@ def _bind_fork_server() -> None:
         os._exit(1)
 
 
+def _prepare_workers() -> None:
+    """In the fork server: pay once, for every worker forked from it, what each would pay on its own
+    (and each data-parallel rank a worker forks, again): torch's lazy imports (the sandbox's warm-up
+    list), and the run's checks configured and collected (torchgrade.batch's session). Both start no
+    thread, so forking afterwards is safe. What fails here is done again, and reported, by the workers."""
+    if not _in_fork_server():
+        return
+    from ..sandbox.warmup import warm_up
+
+    warm_up()
+    spec = os.environ.get(SESSION_ENV)
+    if spec:
+        with contextlib.suppress(Exception):
+            from ..batch import open_session
+            from ..config import load_assignment
+
+            path, device, only = json.loads(spec)
+            open_session(load_assignment(path), device, tuple(only))
+
+
 _bind_fork_server()
+_prepare_workers()
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -86,13 +112,24 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def start_fork_server() -> None:
+def start_fork_server(assignment_path: str | os.PathLike | None = None, device: str = "all",
+                      only: tuple[str, ...] = ()) -> None:
     """Start the fork server now, so that its imports run beside what this process does before it makes
-    the pool (its workers then start from it; the environment they get is this process's now)."""
+    the pool (its workers then start from it; the environment they get is this process's now). Given the
+    run (its assignment, device and targets), it also collects the checks once for all its workers."""
     from multiprocessing import forkserver
 
+    if assignment_path is not None:
+        os.environ[SESSION_ENV] = json.dumps([str(assignment_path), device, list(only)])
     _context()
     forkserver.ensure_running()
+
+
+def call_in_fork_server(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` in a process forked from the fork server, which has torch and the engine
+    imported: this process then need not import torch to ask something of the course."""
+    with ProcessPoolExecutor(1, mp_context=_context()) as pool:
+        return pool.submit(function, *args).result()
 
 
 def _watch_parent(parent: int) -> None:
