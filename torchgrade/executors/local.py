@@ -119,10 +119,13 @@ def start_fork_server(assignment_path: str | os.PathLike | None = None, device: 
     run (its assignment, device and targets), it also collects the checks once for all its workers."""
     from multiprocessing import forkserver
 
-    if assignment_path is not None:
+    if assignment_path is not None:  # read by the fork server as it starts, and by nothing after
         os.environ[SESSION_ENV] = json.dumps([str(assignment_path), device, list(only)])
-    _context()
-    forkserver.ensure_running()
+    try:
+        _context()
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(SESSION_ENV, None)
 
 
 def call_in_fork_server(function: Callable[..., T], *args: Any) -> T:
