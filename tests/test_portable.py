@@ -412,3 +412,11 @@ def test_a_tree_that_forks_while_it_is_being_stopped_is_killed_whole(monkeypatch
                     p.kill()
         bomb.wait()
     assert left == []
+
+
+def test_the_host_reads_frames_up_to_the_wire_formats_limit():
+    """The portable host keeps its own copy of the limit (importing wire would import torch into a
+    process that only starts workers); the two must not drift."""
+    from torchgrade.sandbox import portable, wire
+
+    assert portable.MAX_FRAME_BYTES == wire.MAX_FRAME_BYTES

@@ -55,6 +55,9 @@ KILLED = -9
 KILL_WAIT_S = 5.0
 #: Seconds the child waits between looks at whether the grader still lives.
 PARENT_WATCH_S = 1.0
+#: The largest frame read from a worker: wire.MAX_FRAME_BYTES, which this side of the pipes cannot import
+#: without importing torch (a process that only starts workers, such as `grade -j N`'s, never does).
+MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
 # --- frames (both sides) -------------------------------------------------------------------------
@@ -318,8 +321,6 @@ class _Child:
         except (OSError, ValueError) as e:
             self.log.close()
             raise PortableError(f"a Python process cannot be started here ({e})") from None
-        from .wire import MAX_FRAME_BYTES
-
         self.channel = Channel(self.process, MAX_FRAME_BYTES)
         self.ready: dict | None = None
         self.memory_cap = 0
