@@ -47,12 +47,11 @@ def _check_course(assignment, checks: str) -> None:
 
 
 def course_mistake(assignment, include_hidden: bool = True) -> str | None:
-    """The first authoring mistake in a course's checks (`assignment`: loaded, or its path), in one line, or None."""
+    """The first authoring mistake in a course's checks, in one line, or None."""
     from .course import CourseError, check_course
 
     try:
-        check_course(load_assignment(assignment) if isinstance(assignment, str) else assignment,
-                     include_hidden=include_hidden)
+        check_course(assignment, include_hidden=include_hidden)
     except CourseError as e:
         return str(e)
     return None
@@ -343,7 +342,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
             from .executors.local import call_in_fork_server, start_fork_server
 
             start_fork_server(assignment.path, device)
-            mistake = call_in_fork_server(course_mistake, str(assignment.path))
+            mistake = call_in_fork_server(course_mistake, assignment)
             if mistake:
                 _fail(mistake)
         if level == "process":  # said once the run will go ahead: an authoring mistake is the one line then

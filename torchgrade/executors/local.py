@@ -42,7 +42,7 @@ class InProcess:
 
 #: The pid of the process that starts the fork server, for the fork server to die with it.
 OWNER_ENV = "TORCHGRADE_POOL_OWNER"
-#: The run the fork server prepares its workers for (JSON: the assignment's path, the device, the targets).
+#: The run the fork server prepares its workers for (JSON: the assignment's path and the device).
 SESSION_ENV = "TORCHGRADE_POOL_SESSION"
 PR_SET_PDEATHSIG = 1
 
@@ -89,8 +89,8 @@ def _prepare_workers() -> None:
             from ..batch import open_session
             from ..config import load_assignment
 
-            path, device, only = json.loads(spec)
-            open_session(load_assignment(path), device, tuple(only))
+            path, device = json.loads(spec)
+            open_session(load_assignment(path), device, ())
 
 
 _bind_fork_server()
@@ -112,15 +112,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def start_fork_server(assignment_path: str | os.PathLike | None = None, device: str = "all",
-                      only: tuple[str, ...] = ()) -> None:
+def start_fork_server(assignment_path: str | os.PathLike | None = None, device: str = "all") -> None:
     """Start the fork server now, so that its imports run beside what this process does before it makes
     the pool (its workers then start from it; the environment they get is this process's now). Given the
-    run (its assignment, device and targets), it also collects the checks once for all its workers."""
+    run (its assignment and device), it also collects the checks once for all its workers."""
     from multiprocessing import forkserver
 
     if assignment_path is not None:  # read by the fork server as it starts, and by nothing after
-        os.environ[SESSION_ENV] = json.dumps([str(assignment_path), device, list(only)])
+        os.environ[SESSION_ENV] = json.dumps([str(assignment_path), device])
     try:
         _context()
         forkserver.ensure_running()
