@@ -94,6 +94,11 @@ def test_a_recorder_switched_off_fails_a_target_with_forbidden_calls_only():
 
 def recorded(tmp_path, source, call):
     """What the recorder keeps of `call(module)`: {name: where}, for a module made of `source`."""
+    return watched(tmp_path, source, call).mode.calls
+
+
+def watched(tmp_path, source, call):
+    """The dispatcher watch after `call(module)` ran in one window of a request, for a module made of `source`."""
     import importlib.util
     import sys
 
@@ -110,7 +115,7 @@ def recorded(tmp_path, source, call):
         with watch.window():
             call(module)
     sys.modules.pop(spec.name, None)
-    return mode.calls
+    return watch
 
 
 HIDDEN = {
@@ -179,6 +184,52 @@ def test_autograd_run_by_the_engine_inside_a_backward_is_seen(tmp_path):
 
     calls = recorded(tmp_path, source, call)
     assert {"backward", "grad"} <= set(calls), calls
+
+
+@pytest.mark.parametrize("run_backward", ["y.sum().backward()", "torch.autograd.grad(y.sum(), x)"])
+def test_a_custom_backward_run_by_the_students_own_backward_pass_is_watched(tmp_path, run_backward):
+    """Calls the mode saw run unrecorded, except those that may run autograd's engine: a custom Function's
+    backward run there is the student's code, and a call hidden in it is seen at the dispatcher."""
+    import torch
+
+    from torchgrade.forbidden import DISPATCHER
+
+    source = f"""
+        import torch
+
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                with torch._C.DisableTorchFunction():
+                    return getattr(g, "vi" + "ew")(-1) * 2
+
+        def f(x):
+            y = Twice.apply(x)
+            return {run_backward}
+    """
+    calls = recorded(tmp_path, source, lambda m: m.f(torch.ones(3, requires_grad=True)))
+    assert calls.get("view") == DISPATCHER, calls
+
+
+def test_the_operators_of_a_call_the_mode_saw_are_not_recorded(tmp_path):
+    """The profiler's cost is per recorded event: honest code making hundreds of torch calls (each running
+    several operators: linear is t and addmm, reshape a view) leaves only the request's own markers."""
+    import torch
+
+    source = """
+        import torch
+        def f(x, w):
+            for _ in range(100):
+                x = torch.nn.functional.linear(x, w).reshape(2, 3).relu()
+            return x
+    """
+    watch = watched(tmp_path, source, lambda m: m.f(torch.ones(2, 3), torch.eye(3)))
+    assert watch.mode.calls.keys() >= {"linear", "reshape", "relu"}
+    assert 0 < watch.events < 10, watch.events
 
 
 def test_honest_code_leaves_only_what_the_mode_saw(tmp_path):

@@ -4,11 +4,15 @@
    code calls, by its Python name, with the student's line. Python can switch it off
    (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
 2. ``DispatchWatch``: torch's profiler, armed around each request, sees every operator at the
-   dispatcher (RecordFunction), in every thread, whatever Python modes are on. Each call the mode
-   sees is bracketed by a marker; an operator outside any marker ran where the mode did not see
-   it, and is recorded by its name too (``where`` = ``DISPATCHER``). The autograd engine run
-   inside a backward (a hidden ``torch.autograd.grad``, the engine's own ``run_backward``) shows
-   as a node evaluated inside another node's evaluation, and is recorded as ``backward``/``grad``.
+   dispatcher (RecordFunction), in every thread, whatever Python modes are on. A call the mode
+   sees runs with RecordFunction off in its thread: what it runs is its implementation, and
+   recording that was most of the watch's cost (the profiler's is per operator). Calls that may
+   run autograd's engine (``backward``, ``grad``) are recorded instead, bracketed by a marker, for
+   a custom Function's backward run inside them is the student's code. An operator recorded in
+   the student's thread outside any marker ran where the mode did not see it, and is recorded by
+   its name too (``where`` = ``DISPATCHER``). The autograd engine run inside a backward (a hidden
+   ``torch.autograd.grad``, the engine's own ``run_backward``) shows as a node evaluated inside
+   another node's evaluation, and is recorded as ``backward``/``grad``.
 
 Switching the layers off is itself recorded (``TAMPERED``): the mode gone from the stack, the
 profiler stopped, restarted or paused (its switches are replaced, before any student code runs, by
@@ -46,6 +50,8 @@ _REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
 #: a call through Python's op dispatch: most of a watched request's time, as every torch call is bracketed).
 _Marker = torch._C._profiler._RecordFunctionFast
+#: Seen calls that may run autograd's engine, so a student's custom backward: recorded, inside a marker.
+_RUNS_BACKWARD = frozenset({"backward", "grad"})
 
 
 class CallRecorder(TorchFunctionMode):
@@ -67,6 +73,12 @@ class CallRecorder(TorchFunctionMode):
             self.calls[name] = self._student_line()
         if self.marker is None:
             return func(*args, **(kwargs or {}))
+        if name not in _RUNS_BACKWARD:  # torch's own work: this thread records none of its operators
+            _REAL["_enable_record_function"](False)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                _REAL["_enable_record_function"](True)
         self.marked += 1
         with _Marker(self.marker):
             return func(*args, **(kwargs or {}))
@@ -145,6 +157,8 @@ class DispatchWatch:
         self.nonce = secrets.token_hex(8)
         self.tampered: list[str] = []
         self.windows = 0
+        #: How many events the last request's profile held (the watch's cost is per event).
+        self.events = 0
         self.pid = os.getpid()
 
     @contextlib.contextmanager
@@ -208,6 +222,7 @@ class DispatchWatch:
             self.tampered.append(f"broke the profiler ({type(e).__name__})")
         if len(seen.windows) != self.windows:
             self.tampered.append("restarted or paused the profiler")
+        self.events = seen.events
         if seen.markers != self.mode.marked:
             self.tampered.append("made markers of the recorder's own")
         calls = self.mode.calls
@@ -226,6 +241,7 @@ class Findings:
         self.names: list[str] = []
         self.windows: list[Any] = []
         self.markers = 0
+        self.events = 0
 
     def visit(self, root: Any, main: bool) -> None:
         """A root event: in the main thread only the student's windows count; in any other, everything."""
@@ -235,6 +251,7 @@ class Findings:
             self._walk(root, seen=False, evaluating=False, main=False)
 
     def _find_windows(self, event: Any) -> None:
+        self.events += 1
         if event.name == self.window_marker:
             self.windows.append(event)
             for child in event.children:
@@ -246,6 +263,7 @@ class Findings:
             self._find_windows(child)
 
     def _walk(self, event: Any, seen: bool, evaluating: bool, main: bool) -> None:
+        self.events += 1
         name = event.name
         if name == self.seen_marker:
             self.markers += 1
