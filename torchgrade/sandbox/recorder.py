@@ -48,7 +48,7 @@ _SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_
 _A = torch._C._autograd
 _REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
-#: a call through Python's op dispatch: most of a watched request's time, as every torch call is bracketed).
+#: a call through Python's op dispatch: a window, and each backward or grad the mode sees, is bracketed).
 _Marker = torch._C._profiler._RecordFunctionFast
 #: Seen calls that may run autograd's engine, so a student's custom backward: recorded, inside a marker.
 _RUNS_BACKWARD = frozenset({"backward", "grad"})
