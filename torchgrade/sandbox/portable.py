@@ -600,6 +600,7 @@ def main(argv: list[str]) -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     environment = dict(os.environ)
     config = json.loads(argv[1]) if len(argv) > 1 else {}
+    _die_with_parent()  # first: importing torch takes seconds, longer on a loaded machine
 
     from . import worker
     from .probes import ProbeLoadError, load_course
@@ -614,7 +615,6 @@ def main(argv: list[str]) -> None:
     warm_up()
     guard_switches()  # the profiler's switches are the recorder's, as in the zygote (torchgrade.sandbox.recorder)
     _adopt_orphans()
-    _die_with_parent()
     write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
     try:
         assignment = json.loads(read_frame(channel_in, 1 << 20))
