@@ -74,6 +74,7 @@ class CallRecorder(TorchFunctionMode):
         if self.marker is None:
             return func(*args, **(kwargs or {}))
         if name not in _RUNS_BACKWARD:  # torch's own work: this thread records none of its operators
+            # (through _REAL: guard_switches replaces every module attribute holding a switch, this module's too)
             _REAL["_enable_record_function"](False)
             try:
                 return func(*args, **(kwargs or {}))
