@@ -277,13 +277,14 @@ def test_the_fork_server_collects_the_checks_and_imports_once_for_every_worker_a
     """What every pool worker (and every data-parallel rank it forks) would pay on its own is paid once in
     the fork server; forking from it stays safe only while it has no thread but its own."""
     (tmp_path / "looks.py").write_text("""
-import os, sys
+import gc, os, sys
 
 def look():
     from torchgrade import batch
     sessions = [s for s in batch._sessions.values() if s._session is not None]
     fork_server_threads = len(os.listdir(f"/proc/{os.getppid()}/task"))
-    return len(sessions), "torch._dynamo" in sys.modules, fork_server_threads
+    collector = gc.isenabled(), gc.get_freeze_count() > 100_000  # imported uncollected, then frozen
+    return len(sessions), "torch._dynamo" in sys.modules, fork_server_threads, collector
 """)
     script = f"""
 import sys
@@ -294,7 +295,7 @@ start_fork_server({str(ROOT / "assignment.yaml")!r}, "cpu")
 print(call_in_fork_server(look), "torch" in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.stdout.strip() == "(1, True, 1) False", done.stdout + done.stderr[-2000:]
+    assert done.stdout.strip() == "(1, True, 1, (True, True)) False", done.stdout + done.stderr[-2000:]
 
 
 def test_grading_with_a_pool_checks_the_course_without_importing_torch_in_this_process(course, tmp_path):

@@ -83,6 +83,10 @@ def fork_many(n):
         started += 1
     return started
 
+def collector():
+    import gc
+    return [gc.isenabled(), gc.get_freeze_count()]
+
 def spin():
     while True:
         pass
@@ -252,6 +256,18 @@ def test_as_root_workers_run_as_a_user_of_their_own_that_cannot_signal_the_zygot
         pytest.skip("this machine's bubblewrap could not switch users (see the stderr note)")
     assert facts["uid"] == isolation.sandbox_user()[0] != 0
     assert facts["signal_parent"] == "PermissionError"
+
+
+def test_student_code_runs_with_the_cyclic_collector_on_over_a_frozen_torch(level, spy):
+    """torch was imported with the collector off and frozen (warmup.importing: a fifth of its import
+    time otherwise); a student's cyclic garbage is still collected."""
+    sb = Sandbox(spy, level=level)
+    try:
+        enabled, frozen = call(sb, "collector")
+    finally:
+        sb.close()
+    assert enabled is True
+    assert frozen > 100_000  # torch's objects and the rest imported before any student code
 
 
 def test_printed_output_is_cut_at_the_budget_and_the_report_keeps_its_tail(level, spy):

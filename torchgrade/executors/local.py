@@ -80,17 +80,18 @@ def _prepare_workers() -> None:
     thread, so forking afterwards is safe. What fails here is done again, and reported, by the workers."""
     if not _in_fork_server():
         return
-    from ..sandbox.warmup import warm_up
+    from ..sandbox.warmup import importing, warm_up
 
-    warm_up()
-    spec = os.environ.get(SESSION_ENV)
-    if spec:
-        with contextlib.suppress(Exception):
-            from ..batch import open_session
-            from ..config import load_assignment
+    with importing():  # and frozen: no worker's collector walks what it inherits
+        warm_up()
+        spec = os.environ.get(SESSION_ENV)
+        if spec:
+            with contextlib.suppress(Exception):
+                from ..batch import open_session
+                from ..config import load_assignment
 
-            path, device = json.loads(spec)
-            open_session(load_assignment(path), device, ())
+                path, device = json.loads(spec)
+                open_session(load_assignment(path), device, ())
 
 
 _bind_fork_server()

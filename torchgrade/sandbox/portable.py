@@ -602,18 +602,20 @@ def main(argv: list[str]) -> None:
     config = json.loads(argv[1]) if len(argv) > 1 else {}
     _die_with_parent()  # first: importing torch takes seconds, longer on a loaded machine
 
-    from . import worker
-    from .probes import ProbeLoadError, load_course
-    from .recorder import guard_switches
-    from .warmup import warm_up
+    from .warmup import importing, warm_up
 
-    try:
-        load_course(config.get("probes"))  # the course's trusted scenarios, before any student code
-    except ProbeLoadError as e:
-        write_frame(channel_out, json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
-        return
-    warm_up()
-    guard_switches()  # the profiler's switches are the recorder's, as in the zygote (torchgrade.sandbox.recorder)
+    with importing():
+        from . import worker
+        from .probes import ProbeLoadError, load_course
+        from .recorder import guard_switches
+
+        try:
+            load_course(config.get("probes"))  # the course's trusted scenarios, before any student code
+        except ProbeLoadError as e:
+            write_frame(channel_out, json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
+            return
+        warm_up()
+        guard_switches()  # the profiler's switches are the recorder's, as in the zygote (torchgrade.sandbox.recorder)
     _adopt_orphans()
     write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
     try:

@@ -12,7 +12,9 @@ initialization error") or autograd (seen on an H100; a worker's own first backwa
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
+from typing import Iterator
 
 _MODULES = (
     "torch._dynamo",  # any optimizer or DDP wrapper imports it: about 2 s per worker otherwise
@@ -31,3 +33,22 @@ def warm_up() -> None:
     for name in _MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def importing() -> Iterator[None]:
+    """Import torch and the rest without the cyclic collector, then freeze what was imported.
+
+    Imports make hundreds of thousands of long-lived objects and next to no garbage, yet each
+    allocation count past the threshold starts a collection that walks them all: about a fifth of
+    the CPU of importing torch and warming up (0.5 to 0.7 s of 2.8 on the development machine).
+    Frozen, they are never walked again, here or in any process forked from here.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
