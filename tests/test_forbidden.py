@@ -232,6 +232,39 @@ def test_the_operators_of_a_call_the_mode_saw_are_not_recorded(tmp_path):
     assert 0 < watch.events < 10, watch.events
 
 
+def test_the_probes_own_operators_around_the_students_windows_are_not_recorded_and_each_window_is(tmp_path):
+    """In the probe's thread only the student's windows count: its own work around them (hundreds of
+    operators here) costs no profiler event, and recording starts again in every window."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
+
+    path = tmp_path / "student.py"
+    path.write_text(textwrap.dedent(HIDDEN["DisableTorchFunction"]))
+    spec = importlib.util.spec_from_file_location(f"student_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + "/"))
+    x = torch.ones(2, 3)
+    with watch.armed():
+        for _ in range(100):
+            x = (x + 1).relu()  # the probe's own work, before the first window and between windows
+        with watch.window():
+            pass
+        for _ in range(100):
+            x = (x + 1).relu()
+        with watch.window():
+            module.f(torch.arange(6.0))  # a view hidden from the mode, in the second window
+        x = x + 1
+    sys.modules.pop(spec.name, None)
+    assert watch.mode.calls.get("view") == DISPATCHER
+    assert 0 < watch.events < 20, watch.events
+
+
 def test_honest_code_leaves_only_what_the_mode_saw(tmp_path):
     """Printing, reshape (a view inside), a Parameter, a backward pass (expand inside): nothing at the dispatcher."""
     import torch

@@ -4,7 +4,8 @@
    code calls, by its Python name, with the student's line. Python can switch it off
    (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
 2. ``DispatchWatch``: torch's profiler, armed around each request, sees every operator at the
-   dispatcher (RecordFunction), in every thread, whatever Python modes are on. A call the mode
+   dispatcher (RecordFunction), in every thread, whatever Python modes are on; in the probe's
+   thread, only during the student's windows (the probe's own work is not looked at). A call the mode
    sees runs with RecordFunction off in its thread: what it runs is its implementation, and
    recording that was most of the watch's cost (the profiler's is per operator). Calls that may
    run autograd's engine (``backward``, ``grad``) are recorded instead, bracketed by a marker, for
@@ -161,6 +162,7 @@ class DispatchWatch:
         #: How many events the last request's profile held (the watch's cost is per event).
         self.events = 0
         self.pid = os.getpid()
+        self._depth = 0  # windows open in this thread
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[None]:
@@ -173,6 +175,9 @@ class DispatchWatch:
             _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
         with _Marker(f"torchgrade::armed::{self.nonce}"):  # names this thread in the profiler's record
             pass
+        # In this thread only the student's windows count: the probe's own operators around them are
+        # not recorded at all (the profiler's cost is per event). Other threads are recorded whole.
+        _REAL["_enable_record_function"](False)
         _armed = self
         self.mode.marker = f"torchgrade::seen::{self.nonce}"
         self.mode.marked = 0
@@ -181,6 +186,7 @@ class DispatchWatch:
         finally:
             _armed = None
             self.mode.marker = None
+            _REAL["_enable_record_function"](True)
             if os.getpid() == self.pid:  # (a child forked by the probe leaves the profiler to its parent)
                 self._collect()
 
@@ -192,6 +198,9 @@ class DispatchWatch:
                 yield
             return
         depth = torch._C._len_torch_function_stack()
+        self._depth += 1
+        if self._depth == 1:
+            _REAL["_enable_record_function"](True)
         try:
             with _Marker(f"torchgrade::watch::{self.nonce}"), self.mode:
                 try:
@@ -200,6 +209,9 @@ class DispatchWatch:
                     self._audit(depth)
         finally:
             self.windows += 1
+            self._depth -= 1
+            if self._depth == 0:
+                _REAL["_enable_record_function"](False)
 
     def _audit(self, depth: int) -> None:
         """After the student's code: the mode is where it was put, and torch functions are on."""
