@@ -13,7 +13,8 @@
    - naive: `python -m pytest -c torchgrade/checks.ini graders/checks --submission DIR
      --results-json OUT`, one fresh process per submission, N at a time (`--naive-jobs`).
    It prints submissions per minute for each, their ratio, checks that both gave every student the
-   same score, and where the batch's check time goes, per exercise.
+   same score, where the batch's check time goes, per exercise, and how much of the CPU a virtual
+   machine's host took meanwhile (its steal time: a run it slowed is not comparable with another).
 3. **A student's re-check on save** (`torchgrade check --watch`): a module's file is changed 10
    times; the median time from the write to the re-check's summary (polling included).
 4. **A cold `torchgrade check` of one target** beside `python -c "import torch"` alone (median of 3).
@@ -97,18 +98,46 @@ def batch(class_dir: Path, out: Path, jobs: int) -> tuple[float, dict[str, float
     return seconds, {r["name"]: r["score"] for r in records}, records
 
 
+#: The largest share of the machine's CPU its host took during a timed run (see `stolen`).
+_most_stolen = [0.0]
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(stolen, all) CPU ticks of this machine so far (/proc/stat), or None where there is no such file."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (ticks[7] if len(ticks) > 7 else 0), sum(ticks)
+
+
+def stolen(since: tuple[int, int] | None) -> str:
+    """Words for the share of the CPU a virtual machine's host took since `since` (_cpu_ticks): on a
+    shared host it can slow every figure of one run several times over, whatever the load average says."""
+    now = _cpu_ticks()
+    if since is None or now is None or now[1] <= since[1]:
+        return ""
+    share = (now[0] - since[0]) / (now[1] - since[1])
+    _most_stolen[0] = max(_most_stolen[0], share)
+    return f"  (host took {100 * share:.0f}% of the CPU)"
+
+
 def compare(title: str, class_dir: Path, work: Path, jobs: int, naive_jobs: int, skip_naive: bool) -> tuple:
     """Grade one class both ways; print the figures; (batch rate, ratio or None, ledger records)."""
     count = len(list(class_dir.iterdir()))
+    ticks = _cpu_ticks()
     batch_s, batch_scores, records = batch(class_dir, work / f"{title}-batch", jobs)
     batch_rate = count / batch_s * 60
-    print(f"  torchgrade grade -j {jobs}: {batch_s:7.1f} s  {batch_rate:7.1f} submissions/min")
+    print(f"  torchgrade grade -j {jobs}: {batch_s:7.1f} s  {batch_rate:7.1f} submissions/min{stolen(ticks)}")
     ratio = None
     if not skip_naive:
+        ticks = _cpu_ticks()
         naive_s, naive_scores = naive(class_dir, work / f"{title}-naive", naive_jobs)
         naive_rate = count / naive_s * 60
         ratio = batch_rate / naive_rate
-        print(f"  naive (one pytest each, {naive_jobs} at a time): {naive_s:7.1f} s  {naive_rate:7.1f} submissions/min")
+        print(f"  naive (one pytest each, {naive_jobs} at a time): {naive_s:7.1f} s  {naive_rate:7.1f} submissions/min"
+              f"{stolen(ticks)}")
         print(f"  ratio: {ratio:.1f}x")
         differ = {n: (naive_scores[n], batch_scores.get(n)) for n in naive_scores if naive_scores[n] != batch_scores.get(n)}
         print("  scores: the same both ways" if not differ else f"  scores DIFFER (naive, batch): {differ}")
@@ -217,6 +246,9 @@ def main() -> int:
               f"{torch_only:.2f} s ({cold / torch_only:.1f}x)")
         print(f"load average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
               f"(other work on the machine slows every figure)")
+        if _most_stolen[0] > 0.05:
+            print(f"the host took up to {100 * _most_stolen[0]:.0f}% of this machine's CPU during a timed run: "
+                  f"its figures are not comparable with another run's (run again)")
         for name, met in results:
             print(f"target {name}: {'met' if met else 'NOT met'}")
         return 0
