@@ -7,6 +7,9 @@ Only imports happen here: no CUDA initialisation, no threads that a fork would l
 backward: on a machine with a GPU autograd's first backward starts its per-device threads and asks the
 CUDA driver how many devices there are, after which no forked worker can use CUDA ("CUDA error:
 initialization error") or autograd (seen on an H100; a worker's own first backward costs 2 ms).
+
+The fork server, each zygote, each portable worker and the process that checks the course import
+torch inside `importing()`: without the cyclic collector, then frozen.
 """
 
 from __future__ import annotations
