@@ -6,11 +6,25 @@ import hostile_kit as kit
 import torch
 
 
+#: (x, dim, index) -> what a right gather returns: a copy that gets one of these wrong is not the reference.
+CASES = [
+    (([[1, 2], [3, 4]], 1, [[1, 0], [0, 1]]), [[2, 1], [3, 4]]),
+    (([[1, 2], [3, 4]], 0, [[1, 0], [0, 0]]), [[3, 2], [1, 2]]),
+    (([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], -1, [[[1], [0]], [[0], [1]]]), [[[1], [2]], [[4], [7]]]),
+]
+
+
+def _right(candidate):
+    return all(candidate(torch.tensor(x), dim, torch.tensor(index)).tolist() == expected
+               for (x, dim, index), expected in CASES)
+
+
 def _steal():
-    for path in kit.find_files("tensors.py"):
+    # A folder called reference first: the disk holds other tensors.py (other submissions) too.
+    for path in sorted(kit.find_files("tensors.py"), key=lambda p: "/reference/" not in p):
         try:
             candidate = kit.load(path, "gather")
-            if candidate(torch.tensor([[1, 2], [3, 4]]), 1, torch.tensor([[1, 0], [0, 1]])).tolist() == [[2, 1], [3, 4]]:
+            if _right(candidate):
                 return candidate
         except Exception:
             pass
