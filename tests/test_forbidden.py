@@ -97,24 +97,27 @@ def recorded(tmp_path, source, call):
     return watched(tmp_path, source, call).mode.calls
 
 
-def watched(tmp_path, source, call):
-    """The dispatcher watch after `call(module)` ran in one window of a request, for a module made of `source`."""
+def student_module(tmp_path, source):
+    """A module made of `source`, imported from tmp_path/student.py (the recorder's student file)."""
     import importlib.util
-    import sys
-
-    from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
 
     path = tmp_path / "student.py"
     path.write_text(textwrap.dedent(source))
     spec = importlib.util.spec_from_file_location(f"student_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    mode = CallRecorder(str(tmp_path) + "/")
-    watch = DispatchWatch(mode)
+    return module
+
+
+def watched(tmp_path, source, call):
+    """The dispatcher watch after `call(module)` ran in one window of a request, for a module made of `source`."""
+    from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
+
+    module = student_module(tmp_path, source)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + "/"))
     with watch.armed():
         with watch.window():
             call(module)
-    sys.modules.pop(spec.name, None)
     return watch
 
 
@@ -235,19 +238,12 @@ def test_the_operators_of_a_call_the_mode_saw_are_not_recorded(tmp_path):
 def test_the_probes_own_operators_around_the_students_windows_are_not_recorded_and_each_window_is(tmp_path):
     """In the probe's thread only the student's windows count: its own work around them (hundreds of
     operators here) costs no profiler event, and recording starts again in every window."""
-    import importlib.util
-    import sys
-
     import torch
 
     from torchgrade.forbidden import DISPATCHER
     from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
 
-    path = tmp_path / "student.py"
-    path.write_text(textwrap.dedent(HIDDEN["DisableTorchFunction"]))
-    spec = importlib.util.spec_from_file_location(f"student_{abs(hash(str(path)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = student_module(tmp_path, HIDDEN["DisableTorchFunction"])
     watch = DispatchWatch(CallRecorder(str(tmp_path) + "/"))
     x = torch.ones(2, 3)
     with watch.armed():
@@ -260,7 +256,6 @@ def test_the_probes_own_operators_around_the_students_windows_are_not_recorded_a
         with watch.window():
             module.f(torch.arange(6.0))  # a view hidden from the mode, in the second window
         x = x + 1
-    sys.modules.pop(spec.name, None)
     assert watch.mode.calls.get("view") == DISPATCHER
     assert 0 < watch.events < 20, watch.events
 

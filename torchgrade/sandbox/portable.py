@@ -602,20 +602,13 @@ def main(argv: list[str]) -> None:
     config = json.loads(argv[1]) if len(argv) > 1 else {}
     _die_with_parent()  # first: importing torch takes seconds, longer on a loaded machine
 
-    from .warmup import importing, warm_up
+    from .warmup import prepare
 
-    with importing():
-        from . import worker
-        from .probes import ProbeLoadError, load_course
-        from .recorder import guard_switches
-
-        try:
-            load_course(config.get("probes"))  # the course's trusted scenarios, before any student code
-        except ProbeLoadError as e:
-            write_frame(channel_out, json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
-            return
-        warm_up()
-        guard_switches()  # the profiler's switches are the recorder's, as in the zygote (torchgrade.sandbox.recorder)
+    probes_error = prepare(config.get("probes"))  # as in the zygote
+    if probes_error is not None:
+        write_frame(channel_out, json.dumps({"ready": False, "probes_error": probes_error}).encode())
+        return
+    from . import worker  # (imported by `prepare`)
     _adopt_orphans()
     write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
     try:

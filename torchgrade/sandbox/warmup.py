@@ -9,7 +9,8 @@ CUDA driver how many devices there are, after which no forked worker can use CUD
 initialization error") or autograd (seen on an H100; a worker's own first backward costs 2 ms).
 
 The fork server, each zygote, each portable worker and the process that checks the course import
-torch inside `importing()`: without the cyclic collector, then frozen.
+torch inside `importing()`: without the cyclic collector, then frozen. A sandbox process (a zygote,
+a portable worker) does all of its preparation in `prepare`.
 """
 
 from __future__ import annotations
@@ -55,3 +56,21 @@ def importing() -> Iterator[None]:
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+def prepare(probes: str | None) -> str | None:
+    """A sandbox process before any student code: torch and the worker imported, the course's trusted
+    probes loaded, the warm-up done, the profiler's switches made the recorder's (see
+    torchgrade.sandbox.recorder); all inside `importing()`. Returns why the probes did not load, if so."""
+    with importing():
+        from . import worker  # noqa: F401  (imports torch)
+        from .probes import ProbeLoadError, load_course
+        from .recorder import guard_switches
+
+        try:
+            load_course(probes)
+        except ProbeLoadError as e:
+            return str(e)[:2000]
+        warm_up()
+        guard_switches()
+    return None

@@ -178,22 +178,15 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
         why = check_user(user)
         control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
         return
-    from torchgrade.sandbox.warmup import importing, warm_up
+    from torchgrade.sandbox.warmup import prepare
 
     # Imports torch, and torch's lazy imports: the cost every worker then shares. Frozen: the
     # collector never walks what workers inherit (fewer copy-on-write page faults too).
-    with importing():
-        from torchgrade.sandbox import worker
-        from torchgrade.sandbox.probes import ProbeLoadError, load_course
-        from torchgrade.sandbox.recorder import guard_switches
-
-        try:
-            load_course(config.get("probes"))  # the course's trusted scenarios, before any student code
-        except ProbeLoadError as e:
-            control.send(json.dumps({"ready": False, "probes_error": str(e)[:2000]}).encode())
-            return
-        warm_up()
-        guard_switches()  # the profiler's switches are the recorder's (see torchgrade.sandbox.recorder)
+    probes_error = prepare(config.get("probes"))
+    if probes_error is not None:
+        control.send(json.dumps({"ready": False, "probes_error": probes_error}).encode())
+        return
+    from torchgrade.sandbox import worker
 
     why = check_user(user)
     control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
