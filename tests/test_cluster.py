@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -51,3 +52,97 @@ def test_the_dask_executor_without_the_extra_says_how_to_install_it(course, tmp_
     assert result.exit_code == 2
     assert "pip install 'torchgrade[cluster]'" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def _results(out):
+    """Each submission's results.json, without what differs from run to run (times)."""
+    graded = {}
+    for path in sorted(out.glob("*/results.json")):
+        data = json.loads(path.read_text())
+        data.pop("execution_time", None)
+        for test in data["tests"]:
+            test["extra_data"].pop("duration", None)
+        graded[path.parent.name] = data
+    return graded
+
+
+def _hidden(folder):
+    """A command prefix that runs a process with `folder` hidden behind an empty tmpfs, where this
+    machine can (root, util-linux's unshare): a worker that read the course there would find nothing."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode:
+        return []
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none "{folder}" && exec "$0" "$@"']
+
+
+@needs_dask
+def test_dask_workers_without_the_course_grade_a_class_as_the_local_pool_does(tmp_path):
+    """A real `dask scheduler` and two `dask worker`s started in empty folders, with the course folder
+    hidden from them: the course reaches them with the tasks, once per worker, and the class's results
+    are those of `-j 2`."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    from tiny_course import ROOT
+
+    course = tmp_path / "course"
+    (course / "reference").mkdir(parents=True)
+    shutil.copy(ROOT / "reference" / "tensors.py", course / "reference")
+    assignment = make_course(course)
+    assignment.write_text(assignment.read_text().replace(str(ROOT / "reference"), str(course / "reference")))
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    zipped(student(tmp_path / "carol", "reference", "def one_hot(*a, **k):\n    raise ValueError('no')"),
+           cls / "carol.zip")
+
+    bin_dir = os.path.dirname(sys.executable)
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    processes = [subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--port", "0",
+                                   "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file)],
+                                  cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    caches = []
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for i in range(2):
+            home = tmp_path / f"worker{i}"
+            caches.append(home / "cache")
+            caches[-1].mkdir(parents=True)
+            processes.append(subprocess.Popen(
+                [*_hidden(course), os.path.join(bin_dir, "dask"), "worker", address, "--nthreads", "1",
+                 "--nworkers", "1", "--no-dashboard", "--local-directory", str(home)],
+                cwd=home, env={**env, "TORCHGRADE_COURSE_CACHE": str(caches[-1])},
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        runner = CliRunner()
+        shipped = runner.invoke(main, ["grade", str(cls), "--out", str(tmp_path / "dask"), "--executor", "dask",
+                                       "--scheduler", address, "--assignment", str(assignment), "--device", "cpu"])
+        assert shipped.exit_code == 0, shipped.output
+    finally:
+        for p in reversed(processes):
+            p.terminate()
+        for p in processes:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    pool = CliRunner().invoke(main, ["grade", str(cls), "--out", str(tmp_path / "pool"), "-j", "2",
+                                     "--assignment", str(assignment), "--device", "cpu"])
+    assert pool.exit_code == 0, pool.output
+    assert _results(tmp_path / "dask") == _results(tmp_path / "pool")
+    assert sorted(_results(tmp_path / "dask")) == ["alice", "bob", "carol"]
+    # each worker that took a task holds the course once, in a folder named by its digest
+    unpacked = [sorted(p.name for p in cache.iterdir()) for cache in caches]
+    assert all(len(names) <= 1 for names in unpacked) and any(unpacked)
+    assert all(n.startswith("torchgrade-course-") for names in unpacked for n in names)

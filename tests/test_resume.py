@@ -63,6 +63,16 @@ def test_a_change_to_the_checks_or_the_device_choice_regrades(course, tmp_path):
     assert graded(course, cls, out).graded == ["alice"]
 
 
+@pytest.mark.parametrize("part", ["graders/probes/mine.py", "graders/hints.yaml"])
+def test_a_change_to_the_courses_own_probes_or_hints_regrades(course, part):
+    """They decide what a check runs and what its report says, as the checks do."""
+    key = grader_key(course, device="cpu")
+    path = course.root / part
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# new\n")
+    assert grader_key(course, device="cpu") != key
+
+
 def test_a_missing_results_file_is_graded_again(course, tmp_path):
     cls = copy_class({"alice": "reference"}, tmp_path / "class")
     out = tmp_path / "out"

@@ -103,6 +103,8 @@ def grader_key(assignment: Assignment, *, device: str = "all", include_hidden: b
     _hash_tree(digest, assignment.checks_dir, "checks", (".py", ".ini", ".cfg", ".toml", ".yaml", ".json"))
     _hash_tree(digest, assignment.reference_dir, "reference", (".py",))
     _hash_tree(digest, _PROBES_DIR, "probes", (".py",))  # the scenarios the checks run
+    _hash_tree(digest, assignment.probes_dir, "course probes", (".py",))  # and the course's own
+    _hash_tree(digest, assignment.hints_file, "hints")  # what a failing check's report says
     return digest.hexdigest()[:32]
 
 

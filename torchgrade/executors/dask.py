@@ -5,10 +5,12 @@ Why Dask: `pip install 'torchgrade[cluster]'` installs it from PyPI with pure-Py
 (`dask scheduler` / `dask worker ADDRESS --nthreads 1` on each machine), so what the tests run is
 what a course runs. Ray would work too, but brings a large native runtime for a job this simple.
 
-Each task carries the submission as zip bytes (`torchgrade.submissions.packed`), so workers need no
-shared file system for submissions; they do need torchgrade and the course files (the assignment
-file, the checks and the reference) at the same path as on this machine. A worker grades one
-submission at a time and keeps its collected checks and reference outcomes between tasks. A worker
+Workers need torchgrade and nothing else: no shared file system, no copy of the course. Each task
+carries the submission as zip bytes (`torchgrade.submissions.packed`); the course (the assignment
+file, the checks, the reference, the course's probes and hints) travels as one content-addressed
+pack (`torchgrade.coursepack`), scattered to every worker once per run and unpacked once per machine
+into a folder named by its digest. A worker grades one submission at a time and keeps its collected
+checks and reference outcomes between tasks. A worker
 that dies is replaced by Dask, which retries the task elsewhere; a task that kills workers
 repeatedly (`KilledWorker`) is `Crashed` for that submission.
 """
@@ -16,8 +18,12 @@ repeatedly (`KilledWorker`) is `Crashed` for that submission.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import Iterator
 
+from ..config import load_assignment
+from ..coursepack import CoursePack, materialise, pack
+from ..scoring import Grade
 from ..submissions import Submission, packed
 from . import Crashed, Job, Outcome
 
@@ -56,7 +62,13 @@ class DaskExecutor:
 
         client, cluster = self._client()
         try:
-            futures = {client.submit(job, PackedSubmission(s.name, packed(s)), pure=False): s for s in submissions}
+            if hasattr(job, "assignment_path"):  # a GradeJob: the course goes with it, once per worker
+                course = client.scatter(pack(load_assignment(job.assignment_path)), broadcast=True, hash=True)
+                job, extra = ShippedJob(job), (course,)
+            else:
+                extra = ()
+            futures = {client.submit(job, *extra, PackedSubmission(s.name, packed(s)), pure=False): s
+                       for s in submissions}
             for future in as_completed(futures):
                 s = futures.pop(future)
                 try:
@@ -79,3 +91,13 @@ class PackedSubmission:
     def __init__(self, name: str, data: bytes):
         self.name = name
         self.data = data
+
+
+@dataclass(frozen=True)
+class ShippedJob:
+    """A GradeJob whose course arrives with the task (a CoursePack) instead of lying at a path."""
+
+    job: Job
+
+    def __call__(self, course: CoursePack, submission) -> Grade:
+        return replace(self.job, assignment_path=str(materialise(course)))(submission)
