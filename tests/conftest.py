@@ -17,6 +17,15 @@ from torchgrade.scoring import Grade
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_reference_cache(tmp_path_factory):
+    """`torchgrade check` keeps the reference's outcomes between runs (torchgrade/refcache.py): the
+    tests' runs keep theirs in a folder of the test session's, not in the user's cache."""
+    import os
+
+    os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(tmp_path_factory.mktemp("reference-cache")))
+
+
 @pytest.fixture(scope="session")
 def assignment():
     return load_assignment(ROOT / "assignment.yaml")

@@ -100,7 +100,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     Exit status: 0 when every graded check passed (checks set aside, such as CUDA ones on a machine
     without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run.
     """
-    from . import feedback, terminal
+    from . import feedback, refcache, terminal
     from .i18n import set_language, t
     from .report import write_report
     from .results import write_results
@@ -127,8 +127,9 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         import torch  # noqa: F401  (meanwhile the sandbox imports it too)
 
         host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
-        grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
-                                 stop_first=exitfirst)
+        with refcache.kept(assignment, device):  # the reference's side of each check, from the last run
+            grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
+                                     stop_first=exitfirst)
     except host.IsolationError as e:
         _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:

@@ -1,0 +1,119 @@
+"""The reference's outcomes, kept between runs of `torchgrade check` on one machine.
+
+Each check runs its probe on the reference and on the student's code. The reference side depends
+only on the course, so an author or instructor who runs `check` again (or grades one submission)
+would compute it again for nothing: about a third of a whole-assignment check on a 2-core machine.
+This cache keeps what one run computed (`differential.recording`) in one file per key, where the key
+is a digest of everything an outcome depends on: every file of the course that grading reads
+(`ledger.grader_key`: the assignment, checks, reference, probes and hints, torchgrade's version and
+the device choice), torch's version, the CPU's instruction set torch uses and the GPUs present.
+
+The file holds the key it was written for and a SHA-256 of its contents; a file that is damaged,
+truncated, of another format or for another key is ignored and written anew, never trusted. Its
+contents are decoded by the sandbox's loader (`wire.decode`), which runs no code. A student
+bundle has no reference (its outcomes are recorded in it) and needs none of this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from .config import Assignment
+
+FORMAT = b"torchgrade reference outcomes 1\n"
+
+
+def cache_dir() -> Path:
+    """TORCHGRADE_CACHE_DIR, else $XDG_CACHE_HOME/torchgrade, else ~/.cache/torchgrade."""
+    if os.environ.get("TORCHGRADE_CACHE_DIR"):
+        return Path(os.environ["TORCHGRADE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "torchgrade"
+
+
+def _hardware() -> str:
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+        if torch.cuda.is_available() else []
+    return f"{platform.machine()}|{torch.backends.cpu.get_cpu_capability()}|{','.join(gpus)}"
+
+
+def key(assignment: Assignment, device: str) -> str:
+    """A digest of everything the reference's outcomes depend on."""
+    import torch
+
+    from .ledger import grader_key
+
+    parts = (grader_key(assignment, device=device), torch.__version__, _hardware())
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def _path(cache_key: str) -> Path:
+    return cache_dir() / f"reference-{cache_key}.bin"
+
+
+def load(cache_key: str) -> dict[str, dict[str, dict]]:
+    """The outcomes cached for this key, or {} when there are none that can be trusted."""
+    from .sandbox import wire
+
+    try:
+        data = _path(cache_key).read_bytes()
+    except OSError:
+        return {}
+    head, digest, payload = data[:len(FORMAT)], data[len(FORMAT):len(FORMAT) + 32], data[len(FORMAT) + 32:]
+    if head != FORMAT or hashlib.sha256(payload).digest() != digest:
+        return {}
+    try:
+        content = wire.decode(payload)
+    except wire.WireError:
+        return {}
+    if not isinstance(content, dict) or content.get("key") != cache_key or not isinstance(content.get("outcomes"), dict) \
+            or not all(isinstance(v, dict) for v in content["outcomes"].values()):
+        return {}
+    return content["outcomes"]
+
+
+def save(cache_key: str, outcomes: dict[str, dict[str, dict]]) -> None:
+    """Write the outcomes for this key in one piece (a reader never sees half a file); a cache that
+    cannot be written is not an error."""
+    from .sandbox import wire
+
+    payload = wire.encode({"key": cache_key, "outcomes": outcomes})
+    folder = cache_dir()
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=".reference-", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(FORMAT + hashlib.sha256(payload).digest() + payload)
+            os.replace(partial, _path(cache_key))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+
+
+@contextlib.contextmanager
+def kept(assignment: Assignment, device: str) -> Iterator[None]:
+    """Inside the block, the reference's outcomes come from the cache where it has them; what the
+    block computes anew is added to it afterwards."""
+    from .differential import adopt_reference_outcomes, recording
+
+    if not assignment.reference_dir.is_dir():  # a student bundle: its outcomes are recorded in it
+        yield
+        return
+    cache_key = key(assignment, device)
+    cached = load(cache_key)
+    adopt_reference_outcomes(assignment.reference_dir, cached)
+    with recording() as recorded:
+        yield
+    new = {exercise: {k: v for k, v in outcomes.items() if k not in cached.get(exercise, {})}
+           for exercise, outcomes in recorded.items()}
+    if any(new.values()):
+        save(cache_key, {e: {**cached.get(e, {}), **new.get(e, {})} for e in set(cached) | set(new)})
