@@ -17,7 +17,13 @@
    machine's host took meanwhile (its steal time: a run it slowed is not comparable with another).
 3. **A student's re-check on save** (`torchgrade check --watch`): a module's file is changed 10
    times; the median time from the write to the re-check's summary (polling included).
-4. **A cold `torchgrade check` of one target** beside `python -c "import torch"` alone (median of 3).
+4. **A student's first check**: a cold `torchgrade check` of one target and of the whole assignment in
+   the student bundle (`torchgrade bundle`: the recorded outcomes, no reference), each beside
+   `python -c "import torch"` alone (median of 3).
+5. **One submission in a Gradescope envelope** (`--envelope`, on by default): half a CPU and 768 MiB
+   (benchmarks/envelope.py: a cgroup where the machine allows one, else taskset, saying which), with
+   no GPU: `python -c "import torch"` there, then `torchgrade autograde` (what `run_autograder` runs)
+   on a correct submission, its time beside importing torch there, and the envelope's peak memory.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from torchgrade.config import load_assignment  # noqa: E402
 from torchgrade.grading import CHECKS_INI  # noqa: E402
@@ -46,6 +53,11 @@ TARGET_PER_MINUTE = 60.0
 TARGET_RATIO = 8.0
 TARGET_CORRECT_PER_MINUTE = 80.0
 TARGET_RECHECK_S = 1.0
+#: A student's first check and one Gradescope submission, as multiples of importing torch alone.
+TARGET_ONE_TARGET = 1.3
+TARGET_WHOLE_CHECK = 2.0
+TARGET_ENVELOPE = 3.0
+TARGET_PEAK_MIB = 600
 #: The target a cold check grades.
 ONE_TARGET = "tensors.view"
 
@@ -189,18 +201,60 @@ def recheck_median(work: Path, times: int = 10) -> float:
     return statistics.median(seconds)
 
 
-def cold_one_target(work: Path, repeats: int = 3) -> tuple[float, float]:
-    """Median seconds of a cold `torchgrade check ONE_TARGET` and of `python -c "import torch"`."""
+def first_check(work: Path, repeats: int = 3) -> tuple[float, float, float]:
+    """Median seconds of a cold `torchgrade check ONE_TARGET` and of a whole `torchgrade check`, in the
+    student bundle made from the reference (a student's first check), and of `python -c "import torch"`."""
+    subprocess.run([sys.executable, "-m", "torchgrade.cli", "bundle", "--out", str(work / "bundle"), "--device", "cpu"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    folder = work / "bundle" / "student"
+    shutil.rmtree(folder / "exercises")
+    shutil.copytree(ROOT / "reference", folder / "exercises", ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+
     def timed(args: list[str]) -> float:
         started = time.perf_counter()
-        subprocess.run(args, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        subprocess.run(args, cwd=folder, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         return time.perf_counter() - started
 
-    check = [sys.executable, "-m", "torchgrade.cli", "check", ONE_TARGET, "--path", str(ROOT / "reference"),
-             "--report", str(work / "cold")]
+    check = [sys.executable, "-m", "torchgrade.cli", "check", "--device", "cpu", "--report", str(work / "cold")]
     torch_only = [sys.executable, "-c", "import torch"]
-    return (statistics.median(timed(check) for _ in range(repeats)),
+    return (statistics.median(timed([*check, ONE_TARGET]) for _ in range(repeats)),
+            statistics.median(timed(check) for _ in range(repeats)),
             statistics.median(timed(torch_only) for _ in range(repeats)))
+
+
+def in_envelope(work: Path, repeats: int) -> tuple[str, float, float, int, str]:
+    """One correct submission graded by `torchgrade autograde` in a Gradescope-sized envelope: (how,
+    median seconds of import torch there, median seconds of the grade, peak bytes, the grade's line)."""
+    from envelope import Envelope
+
+    submission = work / "gradescope-submission"
+    shutil.copytree(ROOT / "reference", submission, ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # Gradescope has no GPU
+    envelope = Envelope()
+    try:
+        torch_only = statistics.median(envelope.run([sys.executable, "-c", "import torch"], env=env)[0]
+                                       for _ in range(repeats))
+        runs, line = [], ""
+        cache = work / "gradescope-reference-cache"
+        # as `setup.sh` does when the image is built: the reference graded once, its outcomes kept
+        subprocess.run([sys.executable, "-m", "torchgrade.cli", "autograde", str(submission), "--results",
+                        str(work / "gradescope-build.json"), "--assignment", str(ROOT / "assignment.yaml"),
+                        "--device", "cpu", "--reference-cache", str(cache)],
+                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        for i in range(repeats):
+            results = work / f"gradescope-results-{i}.json"
+            seconds, peak, status = envelope.run(
+                [sys.executable, "-m", "torchgrade.cli", "autograde", str(submission), "--results", str(results),
+                 "--assignment", str(ROOT / "assignment.yaml"), "--device", "cpu", "--reference-cache", str(cache)],
+                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if status:
+                raise RuntimeError(f"torchgrade autograde failed in the envelope (status {status})")
+            data = json.loads(results.read_text())
+            line = f"{data['score']:g} / {data['extra_data']['max_score']:g}, isolation {data['extra_data']['isolation']}"
+            runs.append((seconds, peak))
+        return (envelope.how, torch_only, statistics.median(s for s, _ in runs), max(p for _, p in runs), line)
+    finally:
+        envelope.close()
 
 
 def main() -> int:
@@ -214,6 +268,10 @@ def main() -> int:
                         help="naive pytest processes at a time (default: the same as -j)")
     parser.add_argument("--skip-naive", action="store_true", help="only time torchgrade")
     parser.add_argument("--keep", type=Path, help="keep the classes and the outputs in this folder")
+    parser.add_argument("--envelope", type=int, default=2, metavar="RUNS",
+                        help="runs of one submission in a Gradescope-sized envelope (default 2; 0: skip)")
+    parser.add_argument("--only-single", action="store_true",
+                        help="only the single-submission figures (4 and 5), not the classes or the re-check")
     args = parser.parse_args()
     naive_jobs = args.naive_jobs or args.jobs
 
@@ -223,6 +281,8 @@ def main() -> int:
         print(f"load average before (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
               f"on {os.cpu_count()} cores")
         modules = len(load_assignment(ROOT / "assignment.yaml").exercises)
+        if args.only_single:
+            args.correct = args.submissions = 0
         if args.correct:
             print(f"1. correct work: {args.correct} submissions, all {modules} modules right")
             make_class(work / "correct", args.correct, 1.0, args.seed)
@@ -238,12 +298,24 @@ def main() -> int:
             results.append((f"mixed class >= {TARGET_PER_MINUTE:g}/min", rate >= TARGET_PER_MINUTE))
             if ratio is not None:
                 results.append((f"mixed class >= {TARGET_RATIO:g}x naive", ratio >= TARGET_RATIO))
-        median = recheck_median(work)
-        print(f"3. check --watch, one module changed: median {median:.2f} s from the save to the summary (10 saves)")
-        results.append((f"re-check < {TARGET_RECHECK_S:g} s", median < TARGET_RECHECK_S))
-        cold, torch_only = cold_one_target(work)
-        print(f"4. cold `torchgrade check {ONE_TARGET}`: {cold:.2f} s; `python -c \"import torch\"` alone: "
-              f"{torch_only:.2f} s ({cold / torch_only:.1f}x)")
+        if not args.only_single:
+            median = recheck_median(work)
+            print(f"3. check --watch, one module changed: median {median:.2f} s from the save to the summary (10 saves)")
+            results.append((f"re-check < {TARGET_RECHECK_S:g} s", median < TARGET_RECHECK_S))
+        one, whole, torch_only = first_check(work)
+        print(f"4. a student's first check, in the bundle: `torchgrade check {ONE_TARGET}` {one:.2f} s "
+              f"({one / torch_only:.1f}x), the whole assignment {whole:.2f} s ({whole / torch_only:.1f}x); "
+              f"`python -c \"import torch\"` alone: {torch_only:.2f} s")
+        results.append((f"one target <= {TARGET_ONE_TARGET:g}x import torch", one <= TARGET_ONE_TARGET * torch_only))
+        results.append((f"whole check <= {TARGET_WHOLE_CHECK:g}x import torch", whole <= TARGET_WHOLE_CHECK * torch_only))
+        if args.envelope:
+            how, torch_there, graded, peak, line = in_envelope(work, args.envelope)
+            print(f"5. one correct submission in a Gradescope envelope ({how}): `torchgrade autograde` "
+                  f"{graded:.1f} s ({line}); `python -c \"import torch\"` there: {torch_there:.1f} s "
+                  f"({graded / torch_there:.1f}x); peak memory {peak / 2**20:.0f} MiB")
+            results.append((f"one submission <= {TARGET_ENVELOPE:g}x import torch in the envelope",
+                            graded <= TARGET_ENVELOPE * torch_there))
+            results.append((f"peak memory < {TARGET_PEAK_MIB} MiB", 0 < peak < TARGET_PEAK_MIB << 20))
         print(f"load average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
               f"(other work on the machine slows every figure)")
         if _most_stolen[0] > 0.05:

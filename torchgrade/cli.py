@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -431,8 +432,13 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None) -> None:
+@click.option("--reference-cache", "reference_cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder of the reference's outcomes (torchgrade/refcache.py): read, and added to; keep it "
+                   "where no submission can write.")
+def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
+              reference_cache: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
+    from . import refcache
     from .batch import grade_one
     from .gradescope import find_submission
     from .results import write_results
@@ -444,7 +450,8 @@ def autograde(submission: Path, results_path: Path, device: str, assignment_path
     found = find_submission(submission, tuple(e.name for e in assignment.exercises))
     start_early(assignment.probes_dir)
     try:
-        grade = grade_one(Submission("submission", found), assignment, device)
+        with refcache.kept(assignment, device, reference_cache) if reference_cache else contextlib.nullcontext():
+            grade = grade_one(Submission("submission", found), assignment, device)
     except GradingError as e:
         _fail(str(e))
     write_results(grade, assignment, results_path)

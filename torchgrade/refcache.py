@@ -55,16 +55,16 @@ def key(assignment: Assignment, device: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
-def _path(cache_key: str) -> Path:
-    return cache_dir() / f"reference-{cache_key}.bin"
+def _path(cache_key: str, folder: Path | None = None) -> Path:
+    return (folder or cache_dir()) / f"reference-{cache_key}.bin"
 
 
-def load(cache_key: str) -> dict[str, dict[str, dict]]:
+def load(cache_key: str, folder: Path | None = None) -> dict[str, dict[str, dict]]:
     """The outcomes cached for this key, or {} when there are none that can be trusted."""
     from .sandbox import wire
 
     try:
-        data = _path(cache_key).read_bytes()
+        data = _path(cache_key, folder).read_bytes()
     except OSError:
         return {}
     head, digest, payload = data[:len(FORMAT)], data[len(FORMAT):len(FORMAT) + 32], data[len(FORMAT) + 32:]
@@ -80,40 +80,40 @@ def load(cache_key: str) -> dict[str, dict[str, dict]]:
     return content["outcomes"]
 
 
-def save(cache_key: str, outcomes: dict[str, dict[str, dict]]) -> None:
+def save(cache_key: str, outcomes: dict[str, dict[str, dict]], folder: Path | None = None) -> None:
     """Write the outcomes for this key in one piece (a reader never sees half a file); a cache that
     cannot be written is not an error."""
     from .sandbox import wire
 
     payload = wire.encode({"key": cache_key, "outcomes": outcomes})
-    folder = cache_dir()
+    folder = folder or cache_dir()
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=".reference-", dir=folder)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(FORMAT + hashlib.sha256(payload).digest() + payload)
-            os.replace(partial, _path(cache_key))
+            os.replace(partial, _path(cache_key, folder))
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
 
 
 @contextlib.contextmanager
-def kept(assignment: Assignment, device: str) -> Iterator[None]:
-    """Inside the block, the reference's outcomes come from the cache where it has them; what the
-    block computes anew is added to it afterwards."""
+def kept(assignment: Assignment, device: str, folder: Path | None = None) -> Iterator[None]:
+    """Inside the block, the reference's outcomes come from the cache (in `folder`, else `cache_dir()`)
+    where it has them; what the block computes anew is added to it afterwards."""
     from .differential import adopt_reference_outcomes, recording
 
     if not assignment.reference_dir.is_dir():  # a student bundle: its outcomes are recorded in it
         yield
         return
     cache_key = key(assignment, device)
-    cached = load(cache_key)
+    cached = load(cache_key, folder)
     adopt_reference_outcomes(assignment.reference_dir, cached)
     with recording() as recorded:
         yield
     new = {exercise: {k: v for k, v in outcomes.items() if k not in cached.get(exercise, {})}
            for exercise, outcomes in recorded.items()}
     if any(new.values()):
-        save(cache_key, {e: {**cached.get(e, {}), **new.get(e, {})} for e in set(cached) | set(new)})
+        save(cache_key, {e: {**cached.get(e, {}), **new.get(e, {})} for e in set(cached) | set(new)}, folder)
