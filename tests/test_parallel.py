@@ -341,3 +341,46 @@ def test_a_kept_group_whose_rank_died_meanwhile_is_replaced():
     again = ddp.run_on_ranks(average, "average", ("tiny_net",), {}, {"seed": 2})
     torch.testing.assert_close(again, first, rtol=0, atol=0)
     assert not kept() & {p.pid for p in group.processes} and not descendants() & {p.pid for p in group.processes}
+
+
+RANK_SERVER = r"""
+import json, os, resource, sys
+import psutil, torch
+from torchgrade.differential import load_reference
+from torchgrade.sandbox.probes import Target, run_probe
+from torchgrade.sandbox.probes import parallel as ddp
+
+hand = ddp.fork_rank_server()
+server = psutil.Process(ddp.multiprocessing.forkserver._forkserver._forkserver_pid)
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+limit = psutil.Process().memory_info().vms + (6 << 30)  # what the worker sets once CUDA has started
+resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+hand()
+ddp.start_method = lambda device: "forkserver"  # as on a machine with a GPU
+from pathlib import Path
+reference = load_reference(Path(sys.argv[1]))
+gen = torch.Generator().manual_seed(1)
+inputs, labels = torch.randn(8, 4, generator=gen, dtype=torch.float64), torch.randn(8, 2, generator=gen, dtype=torch.float64)
+outcome = run_probe("ddp_train", Target(reference.ddp_train_step, "ddp_train_step"),
+                    ("tiny_net_with_spare", (inputs, labels), "mse", "sgd_momentum"), {}, {"steps": 2})["value"]
+ranks = [p for group in ddp._idle.values() for p in group.processes]
+print(json.dumps({"same": outcome["same_on_every_rank"], "server_parent": server.ppid(), "me": os.getpid(),
+                  "server_cmdline": server.cmdline() == psutil.Process().cmdline(),
+                  "rank_parents": sorted({psutil.Process(p.pid).ppid() for p in ranks}), "server": server.pid,
+                  "rank_limits": sorted({psutil.Process(p.pid).rlimit(psutil.RLIMIT_AS)[0] for p in ranks}),
+                  "limit": limit}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the rank server is forked on Linux only")
+def test_a_rank_server_forked_from_the_worker_serves_ranks_with_the_workers_limits():
+    """On a GPU machine a worker forks its ranks' fork server before starting CUDA (instead of a fresh
+    Python importing torch for it): ranks come from that fork, with the limits the worker set after."""
+    done = subprocess.run([sys.executable, "-c", RANK_SERVER, str(ROOT / "reference" / "parallel.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert seen["same"] is True
+    assert seen["server_parent"] == seen["me"] and seen["server_cmdline"]  # a fork, not a new Python
+    assert seen["rank_parents"] == [seen["server"]]
+    assert seen["rank_limits"] == [seen["limit"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -91,7 +92,8 @@ class GradingState:
         if self._sandbox is None:
             # CUDA where it is here, whatever --device says: student code sees the devices the reference
             # sees (a CPU check of pick_device asks torch.cuda.is_available() on both sides)
-            self._sandbox = Sandbox(self.submission, cuda=torch.cuda.is_available())
+            cuda = torch.cuda.is_available()
+            self._sandbox = Sandbox(self.submission, cuda=cuda, ranks=_distributed(self.assignment) if cuda else frozenset())
         return self._sandbox
 
     def device_skip_reason(self, device: str) -> str | None:
@@ -329,3 +331,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from .results import write_results
 
         write_results(grade, state.assignment, Path(path))
+
+
+def _distributed(assignment: config_module.Assignment) -> frozenset[str]:
+    """The modules that use torch.distributed, by the reference's source (the stub's in a bundle): their
+    workers start their ranks' fork server early (see probes.parallel.fork_rank_server). A module this
+    misses still gets its ranks, from a fork server started when first needed."""
+    found = set()
+    for exercise in assignment.exercises:
+        for folder in (assignment.reference_dir, assignment.stubs_dir):
+            path = folder / f"{exercise.name}.py"
+            if path.is_file():
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    if "torch.distributed" in path.read_text(encoding="utf-8"):
+                        found.add(exercise.name)
+                break
+    return frozenset(found)

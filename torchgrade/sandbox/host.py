@@ -430,7 +430,7 @@ class Worker:
     """One sandbox process serving the targets of one student module, one request at a time."""
 
     def __init__(self, zygote: Any, submission: str, exercise: str, workdir: Path, limits: Limits,
-                 timeout: float, cuda: bool = False):
+                 timeout: float, cuda: bool = False, ranks: bool = False):
         self.zygote = zygote
         self.exercise = exercise
         self.workdir = workdir
@@ -441,7 +441,7 @@ class Worker:
         self.resumed = False
         self.closed = False
         self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
-                                                 exercise=exercise, limits=asdict(limits), cuda=cuda)
+                                                 exercise=exercise, limits=asdict(limits), cuda=cuda, ranks=ranks)
         self.hello = self._receive(timeout, importing=True)
 
     def pause(self) -> bool:
@@ -528,11 +528,15 @@ class Sandbox:
     while another module's worker runs.
     """
 
-    def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False):
+    def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False,
+                 ranks: frozenset[str] = frozenset()):
         self.submission = Path(submission).resolve()
         self.limits = limits
         #: Its workers may use CUDA (they start it before their limits, which would refuse it: worker.start_cuda).
         self.cuda = cuda
+        #: The modules whose workers fork their data-parallel ranks' fork server before starting CUDA
+        #: (probes.parallel.fork_rank_server); on a machine without CUDA ranks are forked directly.
+        self.ranks = ranks
         self.requested = level if level is not None else isolation.requested_level()
         if self.requested is not None and self.requested not in isolation.LEVELS:
             raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
@@ -608,7 +612,8 @@ class Sandbox:
         workdir = inbox.workdir(self._home, f"{exercise}.{self._spawned}", self._zygote.plan.user)
         submission = self._zygote.plan.path(self._home / "submission")
         try:
-            worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout, self.cuda)
+            worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout, self.cuda,
+                            exercise in self.ranks)
         except SandboxFailure:
             self._collect_output(exercise, workdir, ())
             raise

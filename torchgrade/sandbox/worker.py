@@ -291,8 +291,15 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
     os.environ["HOME"] = os.environ["TMPDIR"] = str(workdir)
     os.environ["USER"] = os.environ["LOGNAME"] = "sandbox"  # the sandbox user has no entry in /etc/passwd
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
+    hand_limits = None
+    if config.get("ranks") and config.get("cuda"):  # its data-parallel ranks' fork server, before CUDA
+        from .probes.parallel import fork_rank_server
+
+        hand_limits = fork_rank_server()
     start_cuda(config)
     apply_limits(limits, dedicated_user=user is not None)
+    if hand_limits is not None:
+        hand_limits()
 
 
 def start(sock_fd: int, config: dict, user: tuple[int, int] | None = None,

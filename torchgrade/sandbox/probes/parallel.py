@@ -776,3 +776,82 @@ def ddp_wrap(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **o
 # A ddp_* probe passes its options on to its scenario: documented from the scenario's signature (docs/probes.md).
 for _probe, _scenario in ((ddp_broadcast, "broadcast"), (ddp_average, "average"), (ddp_train, "train"), (ddp_wrap, "wrap")):
     _probe.options_from = SCENARIOS[_scenario]
+
+
+# --- a fork server forked, not started afresh ----------------------------------------------------
+
+#: The limits a rank server takes from the process that forked it, once that process has them.
+_HANDED_LIMITS = ("RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")
+
+
+def fork_rank_server() -> Callable[[], None] | None:
+    """Fork multiprocessing's fork server from this process, now, instead of letting it start a fresh
+    Python later: for a sandbox worker on a machine with a GPU, called before the worker starts CUDA.
+
+    Ranks on such a machine come from a fork server (see `start_method`), which multiprocessing starts by
+    running a new Python that imports torch and torch._dynamo: on a GPU machine that was most of the 30 s
+    the data-parallel module took per submission. A fork of the worker taken before CUDA has started
+    (and before any backward) has torch imported and can fork ranks that use CUDA; it serves the
+    same protocol (`multiprocessing.forkserver.main`), so ranks are started exactly as before.
+
+    It takes the worker's resource limits (which the worker can only set after starting CUDA) before it
+    forks any rank: call the function returned once the worker has its limits. If the worker dies
+    first, the server exits. None where this Python's multiprocessing is not the one this was written
+    against (the usual fork server is then started when needed)."""
+    import socket
+    from multiprocessing import connection, forkserver, resource_tracker, util
+
+    server = forkserver._forkserver
+    known = ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_lock")
+    if not sys.platform.startswith("linux") or not all(hasattr(server, a) for a in known) \
+            or hasattr(server, "_forkserver_authkey") or server._forkserver_pid is not None:
+        return None
+    import resource
+
+    resource_tracker.ensure_running()
+    address = connection.arbitrary_address("AF_UNIX")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(address)
+    if not util.is_abstract_socket_namespace(address):
+        os.chmod(address, 0o600)
+    listener.listen()
+    alive_r, alive_w = os.pipe()
+    limits_r, limits_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server
+        try:
+            os.close(alive_w)
+            os.close(limits_w)
+            _die_with_parent()
+            keep = {0, 1, 2, listener.fileno(), alive_r, limits_r}
+            for name in os.listdir("/proc/self/fd"):  # nothing of the worker's (its socket to the host)
+                if int(name) not in keep:
+                    with contextlib.suppress(OSError):
+                        os.close(int(name))
+            handed = b""
+            while chunk := os.read(limits_r, 4096):
+                handed += chunk
+            if not handed:  # the worker died before it had its limits: serve nothing
+                os._exit(0)
+            for line in handed.decode().splitlines():
+                kind, soft, hard = line.split()
+                resource.setrlimit(getattr(resource, kind), (int(soft), int(hard)))
+            os.close(limits_r)
+            forkserver.main(listener.fileno(), alive_r, [])
+        finally:
+            os._exit(0)
+    os.close(alive_r)
+    os.close(limits_r)
+    listener.close()
+    with server._lock:
+        server._forkserver_address = address
+        server._forkserver_alive_fd = alive_w
+        server._forkserver_pid = pid
+
+    def hand_limits() -> None:
+        lines = [f"{kind} {' '.join(map(str, resource.getrlimit(getattr(resource, kind))))}"
+                 for kind in _HANDED_LIMITS if hasattr(resource, kind)]
+        os.write(limits_w, "\n".join(lines).encode())
+        os.close(limits_w)
+
+    return hand_limits
