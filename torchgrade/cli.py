@@ -430,24 +430,23 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None) -> None:
+@click.option("--secret", "secrets", multiple=True, type=click.Path(path_type=Path),
+              help="A file or folder the sandbox user must not read (besides the course's reference, checks "
+                   "and assignment file); proven before grading.")
+@click.option("--protect", "protected", multiple=True, type=click.Path(path_type=Path),
+              help="A file or folder the sandbox user must not write (besides results.json's folder and the engine).")
+@click.option("--smoke", is_flag=True, help="Exit 1 unless every check passed (the build's test on the reference).")
+def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
+              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
-    from .batch import grade_one
-    from .gradescope import find_submission
-    from .results import write_results
-    from .submissions import Submission
+    from . import gradescope
 
     assignment = _assignment(assignment_path)
     if not submission.is_dir():
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
-    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
-    start_early(assignment.probes_dir)
-    try:
-        grade = grade_one(Submission("submission", found), assignment, device)
-    except GradingError as e:
-        _fail(str(e))
-    write_results(grade, assignment, results_path)
-    click.echo(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
+    engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
+    sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
+                                  [*protected, *secrets, *engine], smoke=smoke))
 
 
 @main.command()
