@@ -318,25 +318,37 @@ def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_
     assert all(t["output"] == gradescope.UNFINISHED for t in document["tests"])
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user exists only for a grader running as root")
-def test_the_proof_finds_what_the_sandbox_user_could_read_or_write():
-    from torchgrade.gradescope import prove_confined
+_PROOF_TEST = """
+import os, sys
+from pathlib import Path
+from torchgrade.gradescope import prove_confined
+folder = Path(sys.argv[1])
+secret, kept = folder / "metadata.json", folder / "results"
+user = (0x70000000 + os.getpid(), 0x70000000 + os.getpid())
+assert prove_confined(user, [secret], [kept]) == [f"read {secret}", f"write {kept}"]
+secret.chmod(0o600)
+kept.chmod(0o755)
+assert prove_confined(user, [secret], [kept]) == []
+print("proven")
+"""
 
-    folder = Path(tempfile.mkdtemp(dir="/tmp"))
-    try:
-        folder.chmod(0o755)
-        secret, kept = folder / "metadata.json", folder / "results"
-        secret.write_text("{}")
-        kept.mkdir()
-        secret.chmod(0o644)
-        kept.chmod(0o777)
-        user = (0x70000000 + os.getpid(), 0x70000000 + os.getpid())
-        assert prove_confined(user, [secret], [kept]) == [f"read {secret}", f"write {kept}"]
-        secret.chmod(0o600)
-        kept.chmod(0o755)
-        assert prove_confined(user, [secret], [kept]) == []
-    finally:
-        shutil.rmtree(folder)
+
+def test_the_proof_finds_what_the_sandbox_user_could_read_or_write(unpacked, tiny_autograder):
+    root = unpacked(tiny_autograder)  # a folder anyone may enter, and a container where the sandbox user runs Python
+    (root / "metadata.json").write_text("{}")
+    (root / "metadata.json").chmod(0o644)
+    (root / "results").mkdir()
+    (root / "results").chmod(0o777)
+    script = root / "source" / "run_autograder"  # what the container runs, here the proof's test
+    script.write_text(f"exec {sys.executable} -c {_shell(_PROOF_TEST)} {root}\n")
+    done = run_autograder(root, "docker")
+    assert done.returncode == 0 and done.stdout.strip() == "proven", done.stderr[-2000:]
+
+
+def _shell(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def test_hidden_checks_are_never_gradescopes_hidden(tmp_path):
@@ -354,3 +366,26 @@ def test_hidden_checks_are_never_gradescopes_hidden(tmp_path):
     path.write_text(base + "gradescope_isolation: none\n")
     with pytest.raises(ConfigError, match="gradescope_isolation"):
         load_assignment(path)
+
+
+def test_the_init_course_autograder_grades_its_reference_full_and_its_stub_zero_in_a_container(tmp_path, unpacked):
+    """`torchgrade init`'s course, as an instructor would first upload it (its own probe and hint included);
+    with setup.sh's --smoke, the build's test, a submission short of full marks fails the build."""
+    course = tmp_path / "course"
+    assert CliRunner().invoke(main, ["init", str(course)]).exit_code == 0
+    out = tmp_path / "dist"
+    result = CliRunner().invoke(main, ["gradescope", "--out", str(out), "--assignment", str(course / "assignment.yaml")])
+    assert result.exit_code == 0, result.output
+    scores = {}
+    for kind in ("reference", "exercises"):
+        root = unpacked(out / "autograder.zip")
+        for path in (course / kind).glob("*.py"):
+            shutil.copy(path, root / "submission" / path.name)
+        script = root / "source" / "run_autograder"
+        script.write_text(script.read_text().replace("--results", "--smoke --results"))
+        done = run_autograder(root, "docker" if CONTAINERS else "host")
+        assert done.returncode == (0 if kind == "reference" else 1), done.stderr[-3000:]
+        document = _results(root)
+        scores[kind] = (document["score"], document["extra_data"]["max_score"])
+    assert scores["reference"][0] == scores["reference"][1] > 0 and scores["exercises"][0] == 0, scores
+    assert "the reference does not score full marks here" in done.stderr
