@@ -378,7 +378,13 @@ def prove_level(assignment: Assignment, secrets: list[Path], protected: list[Pat
         try:
             host.choose_level(level)  # a sandbox that starts, switches to its user, checks it can read Python
         except isolation.IsolationError as e:
-            reasons.append(" ".join(str(e).split())[:400])
+            why = " ".join(str(e).split()).replace(f"; unset {isolation.ENV_VAR} to use the best available", "")
+            user = isolation.sandbox_user()
+            if level == "unprivileged-user" and user is not None and ("[Errno 1]" in why or "[Errno 22]" in why):
+                # the switch of user itself was refused: most often a uid-remapped container
+                why += (f" (the sandbox user is uid {user[0]}: a container whose user namespace does not map it, as "
+                        f"with Docker's user-namespace remapping or rootless Docker, cannot switch to it)")
+            reasons.append(why[:600])
             continue
         user = isolation.sandbox_user()
         if level == "unprivileged-user" and user is not None:
