@@ -389,3 +389,68 @@ def test_the_init_course_autograder_grades_its_reference_full_and_its_stub_zero_
         scores[kind] = (document["score"], document["extra_data"]["max_score"])
     assert scores["reference"][0] == scores["reference"][1] > 0 and scores["exercises"][0] == 0, scores
     assert "the reference does not score full marks here" in done.stderr
+
+
+def test_the_reference_outcomes_are_recorded_once_and_never_trusted_stale_or_damaged(tmp_path, monkeypatch):
+    from tiny_course import make_course
+
+    import torchgrade.batch
+    from torchgrade.config import load_assignment
+    from torchgrade.gradescope import use_reference_outcomes
+
+    assignment = load_assignment(make_course(tmp_path / "course"))
+    recording = tmp_path / "outcomes" / "cpu.msgpack"
+
+    def use() -> str:
+        monkeypatch.setattr(torchgrade.batch, "_shared", set())  # as in a fresh container per submission
+        return use_reference_outcomes(recording, assignment, "cpu")
+
+    assert use().startswith("missing") and recording.is_file()
+    assert recording.parent.stat().st_mode & 0o077 == 0  # root's only: it may hold hidden inputs' answers
+    made = recording.read_bytes()
+    assert use() == "reused" and recording.read_bytes() == made
+    recording.write_bytes(b"\x00garbage")
+    assert use().startswith("missing or damaged") and recording.read_bytes() == made
+    checks = next(assignment.checks_dir.rglob("test_*.py"))
+    checks.write_text(checks.read_text() + "\n# changed\n")
+    assert use().startswith("stale") and recording.is_file()
+    assert use() == "reused"
+
+
+def test_the_reference_outcomes_key_changes_with_each_thing_they_depend_on(tmp_path, monkeypatch):
+    from tiny_course import make_course
+
+    import torch
+
+    import torchgrade
+    from torchgrade.config import load_assignment
+    from torchgrade.gradescope import outcomes_key
+
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "reference", course / "reference")
+    assignment_file = make_course(course)
+    assignment_file.write_text(assignment_file.read_text().replace(str(ROOT / "reference"), "reference"))
+    (course / "graders" / "probes").mkdir(parents=True)
+    (course / "graders" / "probes" / "mine.py").write_text("")
+    assignment = load_assignment(assignment_file)
+    keys = {outcomes_key(assignment, "cpu")}
+
+    def changed() -> bool:
+        key = outcomes_key(assignment, "cpu")
+        new = key not in keys
+        keys.add(key)
+        return new
+
+    for path in (assignment.reference_dir / "tensors.py", next(assignment.checks_dir.rglob("test_*.py")),
+                 assignment.probes_dir / "mine.py"):
+        path.write_text(path.read_text() + "\n# changed\n")
+        assert changed(), path
+    (assignment.probes_dir / "other.py").write_text("")
+    assert changed()
+    assignment.path.write_text(assignment.path.read_text() + "\n# changed\n")
+    assert changed()
+    assert outcomes_key(assignment, "all") not in keys
+    monkeypatch.setattr(torch, "__version__", "0.0.1")
+    assert changed()
+    monkeypatch.setattr(torchgrade, "__version__", "0.0.1")
+    assert changed()

@@ -436,8 +436,10 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--protect", "protected", multiple=True, type=click.Path(path_type=Path),
               help="A file or folder the sandbox user must not write (besides results.json's folder and the engine).")
 @click.option("--smoke", is_flag=True, help="Exit 1 unless every check passed (the build's test on the reference).")
+@click.option("--reference-outcomes", "outcomes", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where the reference's outcomes are recorded once (by the build's test) and reused.")
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
-              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool) -> None:
+              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
     from . import gradescope
 
@@ -446,7 +448,7 @@ def autograde(submission: Path, results_path: Path, device: str, assignment_path
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
     engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
     sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
-                                  [*protected, *secrets, *engine], smoke=smoke))
+                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes))
 
 
 @main.command()

@@ -46,7 +46,11 @@ mkdir -p "$ROOT/results" && chmod 0755 "$ROOT/results"
 """
 #: What `torchgrade autograde` is told besides the course: what the sandbox user must not read, or write.
 AUTOGRADE_ARGS = """--assignment "$SOURCE/{course}/assignment.yaml" --device {device} \\
+  --reference-outcomes "$ROOT/{outcomes}/{device}.msgpack" --secret "$ROOT/{outcomes}" \\
   --secret "$ROOT/submission_metadata.json" --protect "$SOURCE" --protect "$ROOT/submission\""""
+#: Where the reference's outcomes, recorded by the build's test, are kept (root's only: they may hold the
+#: answers of hidden checks' inputs).
+OUTCOMES = "reference-outcomes"
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image: the only time anything is
@@ -76,7 +80,7 @@ if ! "$ROOT/venv/bin/pip" install -q -c "$SOURCE/engine/requirements.lock" "$SOU
 fi
 {lock_down}
 # The build's test: the reference must score full marks here, at the isolation level students will get,
-# or the image is not built.
+# or the image is not built. It records the reference's outcomes, which every submission then reuses.
 SMOKE="$(mktemp -d)"
 "$ROOT/venv/bin/torchgrade" autograde "$SOURCE/{course}/{reference}" --results "$SMOKE/results.json" --smoke \\
   {autograde_args}
@@ -212,7 +216,7 @@ def stage(assignment: Assignment, folder: Path, device: str = "cpu") -> list[str
     (folder / "engine" / "requirements.lock").write_text(lock(), encoding="utf-8")
     values = {"version": __version__, "torch": _torch_version(), "course": COURSE, "device": device,
               "reference": LAYOUT["reference"], "probes": LAYOUT["probes"],
-              "python": "{}.{}".format(*sys.version_info[:2])}
+              "python": "{}.{}".format(*sys.version_info[:2]), "outcomes": OUTCOMES}
     values["lock_down"] = LOCK_DOWN.format(**values)
     values["autograde_args"] = AUTOGRADE_ARGS.format(**values)
     (folder / "setup.sh").write_text(SETUP_SH.format(**values), encoding="utf-8")
@@ -425,8 +429,57 @@ def _say(line: str) -> None:
     click.echo(line)
 
 
+def outcomes_key(assignment: Assignment, device: str) -> str:
+    """What recorded reference outcomes depend on: every file of the course's reference, checks, probes and
+    hints, its assignment file, the device, and the versions of torch, torchgrade and Python."""
+    import hashlib
+
+    import torch
+
+    from . import __version__
+
+    digest = hashlib.sha256()
+    for part in (assignment.path, assignment.reference_dir, assignment.checks_dir, assignment.probes_dir,
+                 assignment.hints_file):
+        files = sorted(p for p in part.rglob("*") if p.is_file() and not _ignored(p)) if part.is_dir() else \
+            [part] if part.is_file() else []
+        for path in files:
+            digest.update(f"{path.relative_to(assignment.path.parent) if path.is_relative_to(assignment.path.parent) else path}\0"
+                          .encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(f"{device}\0{torch.__version__}\0{__version__}\0{sys.version_info[:2]}".encode())
+    return digest.hexdigest()
+
+
+def use_reference_outcomes(path: Path, assignment: Assignment, device: str) -> str:
+    """Reuse the reference's outcomes recorded at `path` (by the build's test), or record them there now:
+    a recording whose key (outcomes_key) is not this course's, or that cannot be read, is made again,
+    never trusted. The folder is root's only. What happened, in a few words."""
+    from .batch import share_reference
+    from .sandbox import wire
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    key_file, key = path.with_suffix(".key"), outcomes_key(assignment, device)
+    state = "reused"
+    try:
+        if key_file.read_text() != key:
+            state = "stale: recorded again"
+        else:
+            wire.decode(path.read_bytes())
+    except (OSError, wire.WireError, ValueError):
+        state = "missing or damaged: recorded again"
+    if state != "reused":
+        path.unlink(missing_ok=True)
+        key_file.unlink(missing_ok=True)
+    share_reference(path, assignment, device, ())
+    if state != "reused" and path.is_file():
+        key_file.write_text(key)
+    return state if path.is_file() else "not recorded: computed per check"
+
+
 def autograde(submission: Path, results_path: Path, device: str, assignment: Assignment, secrets: list[Path],
-              protected: list[Path], smoke: bool = False) -> int:
+              protected: list[Path], smoke: bool = False, outcomes: Path | None = None) -> int:
     """Grade one Gradescope submission into results_path; the exit status.
 
     Fail closed: a score-0 results.json is written before anything else, and replaced only once the
@@ -446,6 +499,9 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
 
     results_path.parent.mkdir(parents=True, exist_ok=True)
     write_document(results_path, placeholder(assignment, UNFINISHED))
+    if outcomes is not None:  # root's only before the proof, which checks that the sandbox user cannot read it
+        outcomes.parent.mkdir(parents=True, exist_ok=True)
+        outcomes.parent.chmod(0o700)
     user = isolation.sandbox_user()
     try:
         level = prove_level(assignment, secrets, [results_path.parent, *protected])
@@ -458,6 +514,8 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
     _say(head)
     found = find_submission(submission, tuple(e.name for e in assignment.exercises))
     host.start_early(assignment.probes_dir)
+    if outcomes is not None:  # in this trusted process, before any student code: the reference side
+        _say(f"reference outcomes ({outcomes}): {use_reference_outcomes(outcomes, assignment, device)}")
     try:
         grade = grade_one(Submission("submission", found), assignment, device)
     except GradingError as e:
