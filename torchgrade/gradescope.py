@@ -7,10 +7,17 @@ image (the only time anything is downloaded: torch's CPU build, then the engine 
 and run_autograder for each submission, which grades /autograder/submission and writes
 /autograder/results/results.json (torchgrade's results.json is Gradescope's format already).
 
-The course's reference and checks (in `course/`, with its assignment file, probes and hints) are
-made readable by root only, at setup and again before each run: the student's code runs in the sandbox as another
-user (under bubblewrap it does not even see those folders), so it cannot read the reference or
-the hidden checks. `AUTOGRADER_ROOT` moves /autograder elsewhere (the tests grade in a temporary one).
+setup.sh installs exactly the versions tested here (engine/requirements.lock, written by `lock`), then
+grades the reference as a submission (the build's test: the image is not built unless it scores full
+marks), which records the reference's outcomes for every submission to reuse.
+
+`autograde` (run_autograder's command) fails closed: it writes a score-0 results.json first, proves the
+isolation level in seconds (`prove_level`: `unprivileged-user` or stronger unless the course's
+`gradescope_isolation` says `process`; at `unprivileged-user` a Python run as the sandbox user must fail
+to read the course and the submission's metadata, and to write results or the engine), and where it
+cannot, every target gets 0 with MISCONFIGURED. The final results.json is written after every process
+of the sandbox user is dead. `AUTOGRADER_ROOT` moves /autograder elsewhere (the tests grade in a
+temporary one). See SECURITY.md ("On Gradescope") and docs/exports.md.
 """
 
 from __future__ import annotations
