@@ -1,6 +1,6 @@
 # Attack (Gradescope): at import, every known way to a better Gradescope score. Appended to a reference
 # module by tests/test_gradescope.py, which points ROOT at its simulated /autograder:
-# - read the reference, the hidden checks, the assignment file and submission_metadata.json (earlier
+# - read the reference, the checks (hidden ones included), the assignment file and submission_metadata.json (earlier
 #   results, hidden ones included), and print them into the output the student sees;
 # - replace results.json with a forged one; open run_autograder, setup.sh and the engine for writing
 #   (opened, not changed: the test must not damage the engine it runs with);
@@ -22,7 +22,7 @@ def _attack():
     source = _os.path.join(ROOT, "source")
     for path in [_os.path.join(ROOT, "submission_metadata.json"), _os.path.join(source, "course", "assignment.yaml"),
                  *_glob.glob(_os.path.join(source, "course", "reference", "*.py")),
-                 *_glob.glob(_os.path.join(source, "course", "graders", "checks", "hidden", "*.py"))]:
+                 *_glob.glob(_os.path.join(source, "course", "graders", "checks", "**", "*.py"), recursive=True)]:
         try:
             with open(path) as f:
                 print("LEAKED", path, f.read(60).replace("\n", " "))
@@ -44,14 +44,17 @@ def _attack():
             print("WRITABLE", path)
         except OSError:
             pass
-    for pid in filter(str.isdigit, _os.listdir("/proc")):
+    pid = _os.getppid()
+    while pid > 1:  # the grader is an ancestor: kill it (only ancestors: nothing else on the machine)
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if b"autograde" in f.read():
-                    _os.kill(int(pid), _signal.SIGKILL)
+                    _os.kill(pid, _signal.SIGKILL)
                     print("KILLED the grader", pid)
-        except OSError:
-            pass
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
 
 
 def _linger():
