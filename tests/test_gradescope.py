@@ -62,12 +62,13 @@ exec capsh --drop=cap_sys_admin -- "$1"
 """
 
 
-def run_autograder(root: Path, container: str) -> subprocess.CompletedProcess:
-    """Run root's run_autograder as Gradescope would: `container` is "host" (this machine as it is),
-    "docker" (Docker's default capabilities) or "remapped" (and a user namespace mapping uid 0 only)."""
+def run_autograder(root: Path, container: str, script: str = "run_autograder") -> subprocess.CompletedProcess:
+    """Run root's run_autograder (or another script of source/) as Gradescope would: `container` is "host"
+    (this machine as it is), "docker" (Docker's default capabilities) or "remapped" (and a user namespace
+    mapping uid 0 only)."""
     env = dict(os.environ, AUTOGRADER_ROOT=str(root), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     env.pop("TORCHGRADE_ISOLATION", None)  # run_autograder decides, as on Gradescope
-    script = str(root / "source" / "run_autograder")
+    script = str(root / "source" / script)
     if container == "host":
         command = ["bash", script]
     else:
@@ -457,3 +458,27 @@ def test_the_reference_outcomes_key_changes_with_each_thing_they_depend_on(tmp_p
     assert changed()
     monkeypatch.setattr(torchgrade, "__version__", "0.0.1")
     assert changed()
+
+
+def test_the_builds_test_grades_the_reference_and_records_what_each_submission_reuses(tiny_autograder, unpacked):
+    """setup.sh after its installs (which need the network): the lock-down and the build's test, run in
+    the simulated container with this machine's torchgrade as the image's venv; then a submission."""
+    root = unpacked(tiny_autograder)
+    setup = (root / "source" / "setup.sh").read_text()
+    assert setup.index('"$SOURCE/engine"') < setup.index('chmod -R go-rwx "$SOURCE/course"')  # installs first
+    head = setup[:setup.index("if command -v apt-get")]
+    (root / "source" / "build_test.sh").write_text(head + setup[setup.index('chmod -R go-rwx "$SOURCE/course"'):])
+    (root / "venv" / "bin").mkdir(parents=True)
+    (root / "venv" / "bin" / "torchgrade").symlink_to(Path(sys.executable).parent / "torchgrade")
+    container = "docker" if CONTAINERS else "host"
+    built = run_autograder(root, container, "build_test.sh")
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert "graded" in built.stdout and ": 5 / 5" in built.stdout
+    recording = root / "reference-outcomes" / "cpu.msgpack"
+    assert recording.is_file() and (root / "reference-outcomes").stat().st_mode & 0o077 == 0
+    for path in (ROOT / "reference").glob("*.py"):
+        shutil.copy(path, root / "submission" / path.name)
+    done = run_autograder(root, container)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"reference outcomes ({recording}): reused" in done.stdout
+    assert _results(root)["score"] == 5

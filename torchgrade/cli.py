@@ -412,8 +412,10 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
 def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     """Build a Gradescope autograder (OUT/autograder.zip) for this course.
 
-    Upload it as the assignment's autograder: setup.sh installs torch (CPU), the engine and the
-    course once; run_autograder grades each submission and writes Gradescope's results.json.
+    Upload it as the assignment's autograder: setup.sh installs torch (CPU) and every other package at
+    the exact versions tested here (engine/requirements.lock), then grades the reference (the build
+    fails unless it scores full marks); run_autograder grades each submission, in a sandbox it proves
+    first (see docs/exports.md), and writes Gradescope's results.json.
     """
     from .gradescope import GradescopeError, build
 
