@@ -216,11 +216,11 @@ def test_the_submission_is_found_inside_gradescopes_folder(tmp_path):
 
 
 def _forging_submission(root: Path) -> None:
-    """The reference, with every known Gradescope attack run when tensors.py is imported (tests/hostile)."""
-    for path in (ROOT / "reference").glob("*.py"):
+    """The stubs (worth 0), with every known Gradescope attack run when tensors.py is imported (tests/hostile)."""
+    for path in (ROOT / "exercises").glob("*.py"):
         shutil.copy(path, root / "submission" / path.name)
     attack = FORGE.read_text().replace('ROOT = "/autograder"', f"ROOT = {str(root)!r}")
-    (root / "submission" / "tensors.py").write_text((ROOT / "reference" / "tensors.py").read_text() + "\n\n" + attack)
+    (root / "submission" / "tensors.py").write_text((ROOT / "exercises" / "tensors.py").read_text() + "\n\n" + attack)
     (root / "linger").mkdir()
     (root / "linger").chmod(0o1777)  # where the daemon it leaves says who it is
 
@@ -232,7 +232,7 @@ def _results(root: Path) -> dict:
 
 
 @pytest.mark.parametrize("container", ["host", "docker"])
-def test_a_forging_submission_gets_only_its_real_score_at_each_level_gradescope_gives(tiny_autograder, unpacked,
+def test_a_forging_stub_gets_zero_at_each_level_gradescope_gives(tiny_autograder, unpacked,
                                                                                        container):
     import psutil
 
@@ -249,9 +249,9 @@ def test_a_forging_submission_gets_only_its_real_score_at_each_level_gradescope_
     if container == "docker":
         assert level == "unprivileged-user"  # what Gradescope gives: no namespaces, root to switch users
     assert level != "process"  # the autograder refuses it unless the course opts in
-    # torchgrade's own results.json, written after the attacks: the real grade of the reference's code
-    assert document["score"] == document["extra_data"]["max_score"] == 5, \
-        [(t["name"], t["output"][:1000]) for t in document["tests"] if t["status"] != "passed"]
+    # torchgrade's own results.json, written after the attacks: the real grade of the stubs' code, 0
+    assert document["score"] == 0 and document["extra_data"]["max_score"] == 5
+    assert document["tests"] and all(t["status"] == "failed" and t["score"] == 0 for t in document["tests"])
     assert "version" in document["extra_data"] and "FORGED" not in json.dumps(document)
     student_sees = document["output"] + "".join(t["output"] for t in document["tests"])
     for sign in ("LEAKED", "WRITABLE", "KILLED", "SECRET-HIDDEN-NAME"):

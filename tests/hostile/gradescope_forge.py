@@ -1,5 +1,5 @@
-# Attack (Gradescope): at import, every known way to a better Gradescope score. Appended to a reference
-# module by tests/test_gradescope.py, which points ROOT at its simulated /autograder:
+# Attack (Gradescope): at import, every known way to a better Gradescope score. Appended to a stub (worth 0)
+# by tests/test_gradescope.py, which points ROOT at its simulated /autograder:
 # - read the reference, the checks (hidden ones included), the assignment file and submission_metadata.json (earlier
 #   results, hidden ones included), and print them into the output the student sees;
 # - replace results.json with a forged one; open run_autograder, setup.sh and the engine for writing
