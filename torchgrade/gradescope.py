@@ -44,7 +44,8 @@ LAYOUT = {"reference": "reference", "checks": "graders/checks", "stubs": "exerci
 #: Where the permissions of the image are set: nothing of the course but its probes (which the sandbox
 #: loads), nor the submission's metadata (earlier results), is readable by the sandbox user; nothing of
 #: /autograder is writable by it. Run at setup and again before each submission (Gradescope may unpack anew).
-LOCK_DOWN = """chmod -R go-rwx "$SOURCE/{course}"
+LOCK_DOWN = """chmod go+x "$ROOT"  # the sandbox user runs the venv's Python: it must enter /autograder (not list it)
+chmod -R go-rwx "$SOURCE/{course}"
 chmod go+x "$SOURCE/{course}" "$SOURCE/{course}/graders"
 if [ -d "$SOURCE/{course}/{probes}" ]; then chmod -R go+rX "$SOURCE/{course}/{probes}"; fi
 if [ -e "$ROOT/submission_metadata.json" ]; then chmod go-rwx "$ROOT/submission_metadata.json"; fi
