@@ -239,13 +239,13 @@ def in_envelope(work: Path, repeats: int) -> tuple[str, float, float, int, str]:
         # as `setup.sh` does when the image is built: the reference graded once, its outcomes kept
         subprocess.run([sys.executable, "-m", "torchgrade.cli", "autograde", str(submission), "--results",
                         str(work / "gradescope-build.json"), "--assignment", str(ROOT / "assignment.yaml"),
-                        "--device", "cpu", "--reference-cache", str(cache)],
+                        "--device", "cpu", "--reference-outcomes", str(cache)],
                        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         for i in range(repeats):
             results = work / f"gradescope-results-{i}.json"
             seconds, peak, status = envelope.run(
                 [sys.executable, "-m", "torchgrade.cli", "autograde", str(submission), "--results", str(results),
-                 "--assignment", str(ROOT / "assignment.yaml"), "--device", "cpu", "--reference-cache", str(cache)],
+                 "--assignment", str(ROOT / "assignment.yaml"), "--device", "cpu", "--reference-outcomes", str(cache)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             if status:
                 raise RuntimeError(f"torchgrade autograde failed in the envelope (status {status})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -414,8 +413,10 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
 def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     """Build a Gradescope autograder (OUT/autograder.zip) for this course.
 
-    Upload it as the assignment's autograder: setup.sh installs torch (CPU), the engine and the
-    course once; run_autograder grades each submission and writes Gradescope's results.json.
+    Upload it as the assignment's autograder: setup.sh installs torch (CPU) and every other package at
+    the exact versions tested here (engine/requirements.lock), then grades the reference (the build
+    fails unless it scores full marks); run_autograder grades each submission, in a sandbox it proves
+    first (see docs/exports.md), and writes Gradescope's results.json.
     """
     from .gradescope import GradescopeError, build
 
@@ -432,30 +433,26 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-@click.option("--reference-cache", "reference_cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="A folder of the reference's outcomes (torchgrade/refcache.py): read, and added to; keep it "
-                   "where no submission can write.")
+@click.option("--secret", "secrets", multiple=True, type=click.Path(path_type=Path),
+              help="A file or folder the sandbox user must not read (besides the course's reference, checks "
+                   "and assignment file); proven before grading.")
+@click.option("--protect", "protected", multiple=True, type=click.Path(path_type=Path),
+              help="A file or folder the sandbox user must not write (besides results.json's folder and the engine).")
+@click.option("--smoke", is_flag=True, help="Exit 1 unless every check passed (the build's test on the reference).")
+@click.option("--reference-outcomes", "outcomes", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder where the reference's outcomes are recorded once (by the build's test) and reused "
+                   "(torchgrade/refcache.py).")
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
-              reference_cache: Path | None) -> None:
+              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
-    from . import refcache
-    from .batch import grade_one
-    from .gradescope import find_submission
-    from .results import write_results
-    from .submissions import Submission
+    from . import gradescope
 
     assignment = _assignment(assignment_path)
     if not submission.is_dir():
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
-    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
-    start_early(assignment.probes_dir)
-    try:
-        with refcache.kept(assignment, device, reference_cache) if reference_cache else contextlib.nullcontext():
-            grade = grade_one(Submission("submission", found), assignment, device)
-    except GradingError as e:
-        _fail(str(e))
-    write_results(grade, assignment, results_path)
-    click.echo(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
+    engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
+    sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
+                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes))
 
 
 @main.command()

@@ -68,6 +68,8 @@ class Assignment:
     hints_file: Path = Path("graders/hints.yaml")
     #: Whether every stub docstring needs a Chinese summary line (`torchgrade stubs --check`).
     chinese_summaries: bool = False
+    #: The weakest isolation level a Gradescope autograder grades at (GRADESCOPE_ISOLATIONS).
+    gradescope_isolation: str = "unprivileged-user"
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -108,7 +110,8 @@ TOP_KEYS = {
     "hints": "YAML file of the course's hints for failing checks, relative to the file.",
     "chinese_summaries": "true: every stub docstring needs a Chinese summary line (`torchgrade stubs --check`).",
     "time_limit": "Seconds one check may take, unless an exercise or a target says otherwise.",
-    "hidden_visibility": "Gradescope visibility written for hidden checks (hidden, after_due_date, after_published).",
+    "hidden_visibility": "Gradescope visibility of hidden checks: after_due_date (default) or after_published.",
+    "gradescope_isolation": "Weakest sandbox a Gradescope autograder grades in: unprivileged-user (default), bwrap, or process (opt-in).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
 }
 EXERCISE_KEYS = {
@@ -123,7 +126,11 @@ TARGET_KEYS = {
     "time_limit": "Seconds per check for this target.",
     "forbidden": "Call patterns the target may not use: a bare name (view, *pool*) or a dotted one (torch.optim.*).",
 }
-GRADESCOPE_VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+#: What hidden checks may be on Gradescope. Not `hidden`: Gradescope still adds a hidden test's points to the
+#: total the student sees, so resubmitting would read hidden scores off it (hidden checks carry points).
+GRADESCOPE_VISIBILITIES = ("after_due_date", "after_published")
+#: The weakest isolation `autograde` accepts (see gradescope.py): `process` only where the course opts in.
+GRADESCOPE_ISOLATIONS = ("unprivileged-user", "bwrap", "process")
 
 
 def _where(path: Path, *keys: str) -> str:
@@ -183,9 +190,16 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
     _check_keys(data, TOP_KEYS, path)
     base = path.resolve().parent
     default_limit = _number(data.get("time_limit", 10), path, "time_limit", minimum=0.1)
-    hidden_vis = data.get("hidden_visibility", "hidden")
+    hidden_vis = data.get("hidden_visibility", "after_due_date")
     if hidden_vis not in GRADESCOPE_VISIBILITIES:
-        raise ConfigError(f"{_where(path, 'hidden_visibility')}: expected one of {GRADESCOPE_VISIBILITIES}, got {hidden_vis!r}")
+        why = (" (Gradescope's `hidden` still counts their points in the total the student sees)"
+               if hidden_vis == "hidden" else "")
+        raise ConfigError(f"{_where(path, 'hidden_visibility')}: expected one of {', '.join(GRADESCOPE_VISIBILITIES)}, "
+                          f"got {hidden_vis!r}{why}")
+    gradescope_isolation = data.get("gradescope_isolation", "unprivileged-user")
+    if gradescope_isolation not in GRADESCOPE_ISOLATIONS:
+        raise ConfigError(f"{_where(path, 'gradescope_isolation')}: expected one of {', '.join(GRADESCOPE_ISOLATIONS)}, "
+                          f"got {gradescope_isolation!r}")
     exercises = []
     for ex_name, ex in _mapping(data.get("exercises"), path, "exercises").items():
         ex = _mapping(ex, path, "exercises", ex_name)
@@ -224,6 +238,7 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         probes_dir=base / data.get("probes", "graders/probes"),
         hints_file=hints_file,
         chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
+        gradescope_isolation=gradescope_isolation,
         hints=hints,
         facts=facts,
     )

@@ -7,10 +7,17 @@ image (the only time anything is downloaded: torch's CPU build, then the engine 
 and run_autograder for each submission, which grades /autograder/submission and writes
 /autograder/results/results.json (torchgrade's results.json is Gradescope's format already).
 
-The course's reference and checks (in `course/`, with its assignment file, probes and hints) are
-made readable by root only, at setup and again before each run: the student's code runs in the sandbox as another
-user (under bubblewrap it does not even see those folders), so it cannot read the reference or
-the hidden checks. `AUTOGRADER_ROOT` moves /autograder elsewhere (the tests grade in a temporary one).
+setup.sh installs exactly the versions tested here (engine/requirements.lock, written by `lock`), then
+grades the reference as a submission (the build's test: the image is not built unless it scores full
+marks), which records the reference's outcomes for every submission to reuse.
+
+`autograde` (run_autograder's command) fails closed: it writes a score-0 results.json first, proves the
+isolation level in seconds (`prove_level`: `unprivileged-user` or stronger unless the course's
+`gradescope_isolation` says `process`; at `unprivileged-user` a Python run as the sandbox user must fail
+to read the course and the submission's metadata, and to write results or the engine), and where it
+cannot, every target gets 0 with MISCONFIGURED. The final results.json is written after every process
+of the sandbox user is dead. `AUTOGRADER_ROOT` moves /autograder elsewhere (the tests grade in a
+temporary one). See SECURITY.md ("On Gradescope") and docs/exports.md.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import importlib.metadata
 import shutil
 import stat
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -33,23 +41,58 @@ COURSE = "course"
 LAYOUT = {"reference": "reference", "checks": "graders/checks", "stubs": "exercises", "probes": "graders/probes",
           "hints": "graders/hints.yaml"}
 
+#: Where the permissions of the image are set: nothing of the course but its probes (which the sandbox
+#: loads), nor the submission's metadata (earlier results), is readable by the sandbox user; nothing of
+#: /autograder is writable by it. Run at setup and again before each submission (Gradescope may unpack anew).
+LOCK_DOWN = """chmod go+x "$ROOT"  # the sandbox user runs the venv's Python: it must enter /autograder (not list it)
+chmod -R go-rwx "$SOURCE/{course}"
+chmod go+x "$SOURCE/{course}" "$SOURCE/{course}/graders"
+if [ -d "$SOURCE/{course}/{probes}" ]; then chmod -R go+rX "$SOURCE/{course}/{probes}"; fi
+if [ -e "$ROOT/submission_metadata.json" ]; then chmod go-rwx "$ROOT/submission_metadata.json"; fi
+chmod -R go-w "$SOURCE"
+mkdir -p "$ROOT/results" && chmod 0755 "$ROOT/results"
+"""
+#: What `torchgrade autograde` is told besides the course: what the sandbox user must not read, or write.
+AUTOGRADE_ARGS = """--assignment "$SOURCE/{course}/assignment.yaml" --device {device} \\
+  --reference-outcomes "$ROOT/{outcomes}" --secret "$ROOT/{outcomes}" \\
+  --secret "$ROOT/submission_metadata.json" --protect "$SOURCE" --protect "$ROOT/submission\""""
+#: Where the reference's outcomes, recorded by the build's test, are kept (root's only: they may hold the
+#: answers of hidden checks' inputs).
+OUTCOMES = "reference-outcomes"
+
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image: the only time anything is
-# downloaded. Made by `torchgrade gradescope` (torchgrade {version}).
+# downloaded. Made by `torchgrade gradescope` (torchgrade {version}, tested on Python {python}).
 set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="$ROOT/source"
 if command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
   apt-get install -y -qq python3 python3-venv python3-pip bubblewrap >/dev/null \\
     || apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
+  # the Python the versions in engine/requirements.lock were tested on, where the distribution has it
+  apt-get install -y -qq python{python} python{python}-venv >/dev/null 2>&1 || true
 fi
-python3 -m venv "$ROOT/venv"
+PYTHON=python3
+if command -v python{python} >/dev/null 2>&1; then PYTHON=python{python}; fi
+"$PYTHON" -m venv "$ROOT/venv"
 # torch's CPU build (Gradescope has no GPU): the default index would pull gigabytes of CUDA libraries.
 "$ROOT/venv/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu "torch=={torch}"
-"$ROOT/venv/bin/pip" install -q "$SOURCE/engine"
-# The reference and the checks, hidden ones included: root's only (the probes stay readable: the
-# sandbox runs them).
-chmod -R go-rwx "$SOURCE/{course}/{reference}" "$SOURCE/{course}/{checks}"
+# every other package at the exact version torchgrade was tested with (engine/requirements.lock)
+if ! "$ROOT/venv/bin/pip" install -q -c "$SOURCE/engine/requirements.lock" "$SOURCE/engine"; then
+  echo "setup.sh: the versions torchgrade was tested with (engine/requirements.lock, on Python {python}) do not" \\
+       "install on $("$PYTHON" -V): build autograder.zip with torchgrade on that Python, or choose a" \\
+       "Gradescope base image with Python {python}" >&2
+  exit 1
+fi
+{lock_down}
+# The build's test: the reference must score full marks here, at the isolation level students will get,
+# or the image is not built. It records the reference's outcomes, which every submission then reuses.
+SMOKE="$(mktemp -d)"
+"$ROOT/venv/bin/torchgrade" autograde "$SOURCE/{course}/{reference}" --results "$SMOKE/results.json" --smoke \\
+  {autograde_args}
+rm -rf "$SMOKE"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -60,11 +103,9 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="$ROOT/source"
 if [ -x "$ROOT/venv/bin/torchgrade" ]; then PATH="$ROOT/venv/bin:$PATH"; fi
 export PIP_NO_INDEX=1
-chmod -R go-rwx "$SOURCE/{course}/{reference}" "$SOURCE/{course}/{checks}"
-mkdir -p "$ROOT/results"
-cd "$SOURCE/{course}"
+{lock_down}cd "$SOURCE/{course}"
 exec torchgrade autograde "$ROOT/submission" --results "$ROOT/results/results.json" \\
-  --assignment "$SOURCE/{course}/assignment.yaml" --device {device}
+  {autograde_args}
 """
 
 
@@ -128,6 +169,33 @@ torchgrade = ["templates/*.html", "checks.ini"]
 """
 
 
+def lock(root: str = "torchgrade") -> str:
+    """requirements.lock: every package torchgrade needs, directly or not, at the version installed here
+    (`name==version`, sorted), which setup.sh installs as constraints: the image is what was tested."""
+    from packaging.requirements import Requirement
+
+    found: dict[str, str] = {}
+    pending = [root]
+    while pending:
+        name = pending.pop()
+        try:
+            distribution = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # required only where its marker holds (checked below), or by an extra
+        key = distribution.metadata["Name"].lower().replace("_", "-")
+        if key in found:
+            continue
+        found[key] = distribution.version.split("+")[0]  # torch's "+cpu": its index is setup.sh's business
+        for text in distribution.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(requirement.name)
+    found.pop(root, None)  # the engine itself comes from engine/
+    head = (f"# The exact versions torchgrade was tested with (Python {sys.version_info[0]}.{sys.version_info[1]}, "
+            f"{sys.platform}); made by `torchgrade gradescope`, installed by setup.sh as constraints.\n")
+    return head + "".join(f"{name}=={version}\n" for name, version in sorted(found.items()))
+
+
 def _torch_version() -> str:
     import torch
 
@@ -153,8 +221,12 @@ def stage(assignment: Assignment, folder: Path, device: str = "cpu") -> list[str
                                             encoding="utf-8")
     _copy_tree(ENGINE, folder / "engine" / "torchgrade")
     (folder / "engine" / "pyproject.toml").write_text(_engine_project(), encoding="utf-8")
+    (folder / "engine" / "requirements.lock").write_text(lock(), encoding="utf-8")
     values = {"version": __version__, "torch": _torch_version(), "course": COURSE, "device": device,
-              "reference": LAYOUT["reference"], "checks": LAYOUT["checks"]}
+              "reference": LAYOUT["reference"], "probes": LAYOUT["probes"],
+              "python": "{}.{}".format(*sys.version_info[:2]), "outcomes": OUTCOMES}
+    values["lock_down"] = LOCK_DOWN.format(**values)
+    values["autograde_args"] = AUTOGRADE_ARGS.format(**values)
     (folder / "setup.sh").write_text(SETUP_SH.format(**values), encoding="utf-8")
     (folder / "run_autograder").write_text(RUN_AUTOGRADER.format(**values), encoding="utf-8")
     for script in ("setup.sh", "run_autograder"):
@@ -192,3 +264,237 @@ def find_submission(folder: Path, exercises: tuple[str, ...]) -> Path:
         return nested[0].parent
     zips = sorted(folder.glob("*.zip"))
     return zips[0] if len(zips) == 1 else folder
+
+
+# --- grading one submission on Gradescope (`torchgrade autograde`, what run_autograder runs) ---
+
+#: The student's and the instructor's first line when the sandbox Gradescope gave cannot be proven.
+MISCONFIGURED = ("The autograder is misconfigured: {why}. This submission was not graded (score 0). "
+                 "Instructors: see \"Gradescope\" in torchgrade's docs/exports.md (torchgrade {version}).")
+#: What stays in results.json if grading is stopped before it writes the real one (a timeout, a kill).
+UNFINISHED = ("Grading did not finish: the autograder was stopped before it wrote this submission's results "
+              "(score 0). Resubmit; if it happens again, tell your instructor.")
+#: The first line of the student's output (and of the instructor's log) once the level is proven.
+GRADED_AT = "Graded by torchgrade {version} at sandbox isolation level '{level}'."
+PROCESS_NOTE = (" The course chose level 'process' (gradescope_isolation): this code ran with the grader's own "
+                "rights, without a sandbox user.")
+
+#: Run as the sandbox user: can it run Python, and what of `read` can it read and of `write` can it write?
+_PROOF = r"""
+import json, os, sys
+read, write = json.loads(sys.argv[1])
+found = []
+for path in read:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path, "rb").close()
+        found.append("read " + path)
+    except OSError:
+        pass
+for path in write:
+    try:
+        if os.path.isdir(path):
+            name = os.path.join(path, ".torchgrade-proof-%d" % os.getpid())
+            open(name, "xb").close()
+            os.unlink(name)
+        else:
+            open(path, "ab").close()  # appends nothing: the file stays as it was
+        found.append("write " + path)
+    except OSError:
+        pass
+print(json.dumps(found))
+"""
+
+
+class Misconfigured(Exception):
+    """The sandbox this container gives cannot be proven to keep student code in its place."""
+
+
+def placeholder(assignment: Assignment, why: str, level: str = "none") -> dict:
+    """A results.json of score 0 in which every target says why (what stays if grading stops here)."""
+    from .batch import error_grade
+    from .results import results_document
+
+    grade = error_grade("submission", assignment, why, "submission could be graded")
+    grade.isolation = level
+    return results_document(grade, assignment)
+
+
+def write_document(path: Path, document: dict) -> None:
+    import json
+
+    from .results import write_atomic
+
+    write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def acceptable_levels(assignment: Assignment) -> tuple[str, ...]:
+    """The isolation levels, strongest first, down to the weakest the course accepts on Gradescope."""
+    from .sandbox.isolation import LEVELS
+
+    return LEVELS[: LEVELS.index(assignment.gradescope_isolation) + 1]
+
+
+def _course_secrets(assignment: Assignment) -> list[Path]:
+    return [assignment.reference_dir, assignment.checks_dir, assignment.path, assignment.hints_file]
+
+
+def _files(paths: list[Path], limit: int = 200) -> list[str]:
+    """The paths, and for folders the files in them (as many as `limit`): what the proof tries one by one."""
+    found: list[str] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        found.append(str(path))
+        if path.is_dir():
+            found += [str(p) for p in sorted(path.rglob("*"))[:limit]]
+    return found
+
+
+def prove_confined(user: tuple[int, int], read: list[Path], write: list[Path]) -> list[str]:
+    """Run Python as the sandbox user; what of `read` it could read and of `write` it could write
+    (an empty list: nothing). Misconfigured if it cannot run Python at all."""
+    import json
+    import subprocess
+    import sys
+
+    uid, gid = user
+    try:
+        done = subprocess.run([sys.executable, "-S", "-I", "-c", _PROOF, json.dumps([_files(read), _files(write)])],
+                              user=uid, group=gid, extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise Misconfigured(f"the sandbox user (uid {uid}) cannot run Python here ({type(e).__name__}: {e})") from None
+    if done.returncode != 0:
+        why = " ".join(done.stderr.split())[-300:] or f"exit status {done.returncode}"
+        raise Misconfigured(f"the sandbox user (uid {uid}) cannot run Python here ({why})")
+    return json.loads(done.stdout)
+
+
+def prove_level(assignment: Assignment, secrets: list[Path], protected: list[Path]) -> str:
+    """The strongest isolation level the course accepts that works here, proven in seconds, before any
+    student code runs: a sandbox starts at it, and at `unprivileged-user` its user runs Python and can
+    neither read the course (nor `secrets`) nor write `protected`. Misconfigured if none can be proven.
+
+    Every sandbox of the run then demands that level (TORCHGRADE_ISOLATION): none falls back to another.
+    """
+    import os
+
+    from .sandbox import host, isolation
+
+    reasons = []
+    host.use_course(assignment.probes_dir)
+    for level in acceptable_levels(assignment):
+        try:
+            host.choose_level(level)  # a sandbox that starts, switches to its user, checks it can read Python
+        except isolation.IsolationError as e:
+            why = " ".join(str(e).split()).replace(f"; unset {isolation.ENV_VAR} to use the best available", "")
+            user = isolation.sandbox_user()
+            if level == "unprivileged-user" and user is not None and ("[Errno 1]" in why or "[Errno 22]" in why):
+                # the switch of user itself was refused: most often a uid-remapped container
+                why += (f" (the sandbox user is uid {user[0]}: a container whose user namespace does not map it, as "
+                        f"with Docker's user-namespace remapping or rootless Docker, cannot switch to it)")
+            reasons.append(why[:600])
+            continue
+        user = isolation.sandbox_user()
+        if level == "unprivileged-user" and user is not None:
+            leaks = prove_confined(user, [*_course_secrets(assignment), *secrets], protected)
+            if leaks:
+                raise Misconfigured(f"at isolation level '{level}' the sandbox user can {', '.join(leaks[:5])}"
+                                    f"{' ...' if len(leaks) > 5 else ''} (run_autograder's chmod did not apply?)")
+        os.environ[isolation.ENV_VAR] = level
+        return level
+    raise Misconfigured(f"no sandbox at isolation level '{assignment.gradescope_isolation}' or stronger could be "
+                        f"started in this container ({'; '.join(reasons)}); a course that accepts student code "
+                        f"running as root sets gradescope_isolation: process in its assignment file")
+
+
+def sweep(user: tuple[int, int] | None) -> int:
+    """Kill every process the sandbox user still has (a worker's leftovers); how many there were."""
+    import psutil
+
+    if user is None:
+        return 0
+    left = []
+    for process in psutil.process_iter(["uids"]):
+        uids = process.info.get("uids")
+        if uids is not None and user[0] in (uids.real, uids.effective, uids.saved):
+            left.append(process)
+    for process in left:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=10)
+    return len(left)
+
+
+def _say(line: str) -> None:
+    import click
+
+    click.echo(line)
+
+
+def autograde(submission: Path, results_path: Path, device: str, assignment: Assignment, secrets: list[Path],
+              protected: list[Path], smoke: bool = False, outcomes: Path | None = None) -> int:
+    """Grade one Gradescope submission into results_path; the exit status.
+
+    Fail closed: a score-0 results.json is written before anything else, and replaced only once the
+    level is proven (else by MISCONFIGURED) and, at the end, after every process of the sandbox user
+    is dead. A grader stopped on the way leaves the score-0 one, never one the student's code wrote
+    (at the levels Gradescope accepts by default, the student's code cannot write there at all).
+    `smoke`: the build's test (setup.sh grades the reference): exit 1 unless every check passed.
+    """
+    import sys
+
+    from . import __version__, refcache
+    from .batch import grade_one
+    from .grading import GradingError
+    from .results import write_results
+    from .sandbox import host, isolation
+    from .submissions import Submission
+
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    write_document(results_path, placeholder(assignment, UNFINISHED))
+    if outcomes is not None:  # root's only before the proof, which checks that the sandbox user cannot read it
+        outcomes.mkdir(parents=True, exist_ok=True)
+        outcomes.chmod(0o700)
+    user = isolation.sandbox_user()
+    try:
+        level = prove_level(assignment, secrets, [results_path.parent, *protected])
+    except Misconfigured as e:
+        message = MISCONFIGURED.format(why=e, version=__version__)
+        _say(message)
+        write_document(results_path, placeholder(assignment, message))
+        return 1 if smoke else 0
+    head = GRADED_AT.format(version=__version__, level=level) + (PROCESS_NOTE if level == "process" else "")
+    _say(head)
+    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
+    host.start_early(assignment.probes_dir)
+    if outcomes is not None:  # in this trusted process, before any student code: the reference side
+        _say(f"reference outcomes ({outcomes}): {refcache.ensure(assignment, device, outcomes)}")
+    try:
+        grade = grade_one(Submission("submission", found), assignment, device)
+    except GradingError as e:
+        message = MISCONFIGURED.format(why=" ".join(str(e).split()), version=__version__)
+        _say(message)
+        write_document(results_path, placeholder(assignment, message, level))
+        return 1 if smoke else 0
+    finally:
+        host.close_all()
+        left = sweep(user if level != "process" else None)
+    if left:
+        _say(f"killed {left} process(es) the submission left behind")
+    grade.output = "\n".join(part for part in (head, grade.output) if part)
+    write_results(grade, assignment, results_path)
+    _say(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
+    if smoke and grade.score < grade.max_score:
+        failed = [t for t in grade.tests if t.status in ("failed", "error")]
+        for t in failed[:10]:
+            print(f"  {t.name}: {t.output.splitlines()[0] if t.output else t.status}", file=sys.stderr)
+        print(f"torchgrade: the reference does not score full marks here ({grade.score:g} / {grade.max_score:g}, "
+              f"{len(failed)} check(s) did not pass): the autograder would grade students wrongly", file=sys.stderr)
+        return 1
+    return 0

@@ -6,7 +6,8 @@ would compute it again for nothing: about a third of a whole-assignment check on
 This cache keeps what one run computed (`differential.recording`) in one file per key, where the key
 is a digest of everything an outcome depends on: every file of the course that grading reads
 (`ledger.grader_key`: the assignment, checks, reference, probes and hints, torchgrade's version and
-the device choice), torch's version, the CPU's instruction set torch uses and the GPUs present.
+the device choice), the versions of torch and Python, the CPU's instruction set torch uses and the
+GPUs present. `torchgrade gradescope`'s build records them once for every submission (`ensure`).
 
 The file holds the key it was written for and a SHA-256 of its contents; a file that is damaged,
 truncated, of another format or for another key is ignored and written anew, never trusted. Its
@@ -20,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import platform
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -51,7 +53,8 @@ def key(assignment: Assignment, device: str) -> str:
 
     from .ledger import grader_key
 
-    parts = (grader_key(assignment, device=device), torch.__version__, _hardware())
+    parts = (grader_key(assignment, device=device), torch.__version__, "{}.{}".format(*sys.version_info[:2]),
+             _hardware())
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
@@ -117,3 +120,22 @@ def kept(assignment: Assignment, device: str, folder: Path | None = None) -> Ite
            for exercise, outcomes in recorded.items()}
     if any(new.values()):
         save(cache_key, {e: {**cached.get(e, {}), **new.get(e, {})} for e in set(cached) | set(new)}, folder)
+
+
+def ensure(assignment: Assignment, device: str, folder: Path) -> str:
+    """The reference's outcomes for every check, from `folder` if it holds them for this key, else
+    recorded now (a round of the checks on the reference alone, before any student code) and kept
+    there; either way taken in by this process. What happened, in a few words."""
+    from .batch import _session
+    from .differential import adopt_reference_outcomes, recording
+
+    cache_key = key(assignment, device)
+    outcomes = load(cache_key, folder)
+    state = "reused"
+    if not outcomes:
+        with recording(reference_only=True) as outcomes:
+            _session(assignment, device, ()).grade(assignment.reference_dir)
+        save(cache_key, outcomes, folder)
+        state = "recorded" if _path(cache_key, folder).is_file() else "not kept: computed here"
+    adopt_reference_outcomes(assignment.reference_dir, outcomes)
+    return state

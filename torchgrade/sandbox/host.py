@@ -251,6 +251,15 @@ if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
     os.register_at_fork(after_in_child=_forget_zygotes)
 
 
+def close_all() -> None:
+    """Close every zygote of this process (with them, every worker and what it started)."""
+    with _zygote_lock:
+        for z in _zygotes.values():
+            z.close()
+        _zygotes.clear()
+        _chosen.clear()
+
+
 def use_course(probes_dir: str | Path | None) -> None:
     """Sandboxes started from now on load this course's probes folder; zygotes of another course are closed."""
     value = str(Path(probes_dir).resolve()) if probes_dir and Path(probes_dir).is_dir() else ""
