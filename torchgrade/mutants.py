@@ -54,6 +54,7 @@ _SWAP = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "amax": "amin
          "ones": "zeros", "ones_like": "zeros_like", "floor": "ceil", "ceil": "floor", "any": "all",
          "all": "any", "new_zeros": "new_empty", "full": "empty", "full_like": "empty_like"}
 _KEYWORDS = {"device", "dtype", "keepdim", "requires_grad", "accumulate", "non_blocking", "inplace", "bias"}
+_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2, ast.MatMult: 2, ast.Pow: 3}
 _INPLACE = {ast.Add: "add_", ast.Sub: "sub_", ast.Mult: "mul_", ast.Div: "div_"}
 _INPLACE_METHOD = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]_$")
 
@@ -181,7 +182,8 @@ class _Maker:
             for other in _ARITH.get(type(node.op), ()):
                 new = copy.deepcopy(node)
                 new.op = other()
-                self.add("arith", node, new, wrap=True)
+                # parentheses only where the new operator binds differently (`c - a * b`: `c - (a + b)`)
+                self.add("arith", node, new, wrap=_PRECEDENCE.get(other) != _PRECEDENCE.get(type(node.op)))
             if type(node.op) in _INPLACE and isinstance(node.left, ast.Name) and node.left.id in self.params \
                     and node.lineno in self.own:
                 call = ast.Call(ast.Attribute(node.left, _INPLACE[type(node.op)], ast.Load()), [node.right], [])
