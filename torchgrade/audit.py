@@ -398,6 +398,9 @@ def lines(audit: Audit) -> list[str]:
         for name, other in t.subsumed:
             out.append(f"  visible check adding nothing: {name} (each mutant it kills, {other} kills too)")
     out.extend(f"note: {n}" for n in audit.notes)
+    if any(t.figures["graded"] < t.figures["made"] for t in audit.targets):
+        out.append("note: a sample of the mutants was graded (--max-per-target): a check listed above may kill a "
+                   "mutant left out; audit without it before changing a check")
     total = audit.totals
     score = audit.score
     out.append(f"{total['graded']} mutants graded in {audit.seconds:.1f} s: {total['killed_visible']} killed by a visible "
