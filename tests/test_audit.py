@@ -316,6 +316,18 @@ def test_operators_make_the_mistakes_students_make_with_tensor_code(tmp_path):
         assert made.get(after) == operator, (after, sorted(made))
 
 
+def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        def f(obj, device):
+            # BEGIN SOLUTION
+            if isinstance(obj, list):
+                return [f(o, device) for o in obj]
+            return obj.to(device)
+            # END SOLUTION
+    ''')
+    assert made == {"pass": "branch", "return obj": "call"}
+
+
 def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tmp_path):
     made = mutants_of(tmp_path, '''\
         def _helper(n):

@@ -11,8 +11,10 @@ make with tensor code, not a generic catalogue:
 - ``bool``: ``and``/``or`` swapped, a ``not`` dropped, ``True``/``False`` flipped;
 - ``const``: an integer constant moved by one (``dim=0`` to ``dim=1``, ``-1`` to ``-2``);
 - ``raise``: a ``raise`` (so ``if ...: raise``, the validation) or an ``assert`` removed;
+- ``branch``: a case handled early forgotten (``if ...: return ...`` with no ``else`` removed);
 - ``default``: a default argument of the target's signature changed (a number by one, a bool flipped);
-- ``call``: a call dropped (``x.clone()`` to ``x``: ``clone``, ``contiguous``, ``detach``), swapped
+- ``call``: a call dropped (``x.clone()`` to ``x``: ``clone``, ``contiguous``, ``detach``; ``x.to(device)``
+  to ``x``: ``to``, ``cuda``, ``cpu``, ``float``, ...), swapped
   for its usual confusion (``sum``/``mean``, ``max``/``min``, ``zeros`` to ``empty``, ...), made
   out of place (``x.add_(y)`` to ``x.add(y)``), or a keyword such as ``device=`` or ``dtype=`` dropped;
 - ``inplace``: an argument changed in place (``x * m`` to ``x.mul_(m)`` where ``x`` is a parameter);
@@ -39,7 +41,7 @@ from pathlib import Path
 
 from .authoring import BEGIN, END
 
-OPERATORS = ("cmp", "arith", "bool", "const", "raise", "default", "call", "inplace", "detach")
+OPERATORS = ("cmp", "arith", "bool", "const", "raise", "branch", "default", "call", "inplace", "detach")
 
 _CMP = {ast.Lt: (ast.LtE, ast.GtE), ast.LtE: (ast.Lt, ast.Gt), ast.Gt: (ast.GtE, ast.LtE),
         ast.GtE: (ast.Gt, ast.Lt), ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,),
@@ -48,6 +50,8 @@ _ARITH = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.Div,), ast.Di
           ast.FloorDiv: (ast.Div,), ast.Mod: (ast.FloorDiv,), ast.Pow: (ast.Mult,), ast.MatMult: (ast.Mult,)}
 #: Calls whose result is their receiver's value (dropping them leaves the receiver).
 _DROP = {"clone", "contiguous", "detach"}
+#: Conversions whose dropping leaves the receiver where it was (`x.to(device)`: `x`).
+_DROP_WITH_ARGUMENTS = {"to", "cuda", "cpu", "type_as", "float", "double", "long"}
 #: The usual confusions, as calls (function or method names).
 _SWAP = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "amax": "amin", "amin": "amax",
          "argmax": "argmin", "argmin": "argmax", "zeros": "empty", "zeros_like": "empty_like",
@@ -215,6 +219,8 @@ class _Maker:
                     self.add("const", node, f"({value})" if value < 0 and tight else repr(value))
         elif isinstance(node, (ast.Raise, ast.Assert)):
             self.add("raise", node, "pass")
+        elif isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], ast.Return):  # (`raise`: above)
+            self.add("branch", node, "pass")  # a case handled early (`if isinstance(obj, dict): return ...`) forgotten
         elif isinstance(node, ast.Call):
             self.call(node)
 
@@ -223,7 +229,8 @@ class _Maker:
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name is None:
             return
-        if isinstance(func, ast.Attribute) and name in _DROP and not node.args and not node.keywords:
+        if isinstance(func, ast.Attribute) and name in _DROP and not node.args and not node.keywords \
+                or isinstance(func, ast.Attribute) and name in _DROP_WITH_ARGUMENTS:
             self.add("call", node, func.value)
         if name in _SWAP:
             new = copy.deepcopy(node)
@@ -282,6 +289,10 @@ def make_mutants(path: Path, exercise: str, name: str) -> list[Mutant]:
         if m.source in programs:
             continue  # the same program twice (two operators, one result) is one mutant
         programs.add(m.source)
+        try:
+            ast.parse(m.source)
+        except SyntaxError:  # a change the text around it does not take: not a program a student could write
+            continue
         occurrence = sum(1 for u in unique.values() if (u.operator, u.before, u.after) == (m.operator, m.before, m.after))
         ident = _stable_id(m, occurrence)
         unique[ident] = Mutant(**{**m.__dict__, "id": ident})
