@@ -264,6 +264,33 @@ def test_a_mutant_that_never_ends_is_killed_by_the_time_limit_and_the_audit_goes
     assert target["graded"] == target["made"] > len(endless)  # the others were graded too
 
 
+EXITS = '''\
+import os
+
+
+def safe(n):
+    """``n``; a negative ``n`` ends the process."""
+    # BEGIN SOLUTION
+    if n < 0:
+        os._exit(3)
+    return n
+    # END SOLUTION
+'''
+
+
+def test_a_mutant_that_kills_its_process_is_killed_and_the_audit_goes_on(tmp_path):
+    course = make_course(tmp_path, reference=EXITS, targets="      safe: 1",
+                         visible='import pytest\n\n\n@pytest.mark.target("safe")\n'
+                                 'def test_returns_five(check):\n    check(5)\n',
+                         hidden="")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    target = by_target(audited("--assignment", course))["ops.safe"]
+    verdicts = {m["after"]: (m["verdict"], m["how"]) for m in target["mutants"]}
+    assert verdicts["if n >= 0:"] == ("visible", "crashed")
+    assert verdicts["if n <= 0:"] == ("survived", "")  # graded after it, in a fresh sandbox process
+    assert target["graded"] == target["made"]
+
+
 def test_the_course_made_by_init_audits_clean(tmp_path):
     assert CliRunner().invoke(main, ["init", str(tmp_path / "course")]).exit_code == 0
     result = audit("--assignment", tmp_path / "course" / "assignment.yaml")

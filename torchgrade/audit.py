@@ -106,7 +106,7 @@ class MutantResult:
     mutant: Mutant
     verdict: str  # visible | hidden | crashed | survived | equivalent
     killed_by: list[str] = field(default_factory=list)  # check names
-    how: str = ""  # "time limit" where a check ran out of time
+    how: str = ""  # "time limit" where a check ran out of time, "crashed" where the sandbox process died
     reason: str = ""  # an equivalent mutant's
 
     def as_dict(self) -> dict:
@@ -236,8 +236,13 @@ def _name(result) -> str:
     return f"{result.exercise}.{result.target}: {key.split('::')[-1].removeprefix('test_').replace('_', ' ')}"
 
 
-def _timed_out(output: str) -> bool:
-    return "time limit" in output or "timed out" in output or "took longer" in output
+def _how(output: str) -> str:
+    """How a check killed a mutant, where it was not by a wrong value: its time limit, or the process's death."""
+    if "the time limit of one check" in output:
+        return "time limit"
+    if "the sandbox process" in output and "ended the sandbox" not in output or "ended the sandbox process" in output:
+        return "crashed"
+    return ""
 
 
 def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int = 0,
@@ -334,7 +339,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                 if t.status in KILLING:
                     info.kills.add(mutant.id)
                     (visible if t.visibility == "visible" else hidden).append(info.name)
-                    how = how or ("time limit" if _timed_out(t.output) else "")
+                    how = how or _how(t.output)
             verdict = "visible" if visible else "hidden" if hidden else "survived"
             results[mutant.id + mutant.target] = MutantResult(
                 mutant, verdict, sorted(set(visible or hidden)), how)
