@@ -159,6 +159,22 @@ def test_a_weak_course_reports_exactly_the_survivors_its_checks_let_through(tmp_
     assert "no mutant fails it" in page and "rejects a negative factor" in page
 
 
+def test_a_check_that_adds_nothing_is_listed_for_the_author_without_failing_the_audit(tmp_path):
+    visible = ('import pytest\nimport torch\n\n\n@pytest.mark.target("first")\n'
+               'def test_takes_the_first_element(check):\n    check(torch.tensor([1.0, 2.0]))\n\n\n'
+               '@pytest.mark.target("first")\n'
+               'def test_takes_the_first_of_a_long_vector(check):\n    check(torch.arange(9.0))\n')
+    course = make_course(tmp_path, visible=visible, hidden="", targets="      first: 1")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    result = audit("--assignment", course)
+    assert result.exit_code == 0, result.output
+    assert ("look at: visible check adding nothing: ops.first: takes the first of a long vector (each mutant it "
+            "kills, ops.first: takes the first element kills too") in result.stdout
+    first = by_target(audited("--assignment", course))["ops.first"]
+    assert first["visible_checks_adding_nothing"] == [
+        {"check": "ops.first: takes the first of a long vector", "covered_by": "ops.first: takes the first element"}]
+
+
 def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a_note(tmp_path):
     course = make_course(tmp_path)
     ids = {m.after: m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", "scale")}

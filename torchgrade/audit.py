@@ -8,13 +8,17 @@ reports the mutants made, those a visible check kills, those only hidden checks 
 survivor as a one-line diff. A mutant that hangs or crashes is killed (by the time limit, or by
 the grading process's death), and the audit goes on.
 
-It also says where the visible checks do not tell the truth:
+It also says where the visible checks may not tell the truth:
 - a visible check that no mutant fails: what its name claims, nothing measures;
 - a visible check whose kills are all caught by another visible check of the same target asking
-  the same probes (a strict subset, or the same set): it adds nothing that other check does not
-  measure, so the behaviour its name claims (say "accumulates repeated indices") is not exercised
-  by its inputs in any way a mistake shows. Checks that ask different probes (values, gradients,
-  the input left unchanged) measure different things and are not compared.
+  the same probes (a strict subset, or the same set; for the same set, the later one): it adds
+  nothing that other check does not measure. Either the behaviour its name claims (say "accumulates
+  repeated indices") is not exercised by its inputs (the mutant that breaks it then shows up as a
+  survivor or a hidden-only kill beside it), or no single mistake breaks that behaviour alone (an
+  input left unchanged, where no mutant writes into its input), or it is simply redundant. Names
+  cannot be read by a program, so this list is for the author to look through; it does not make
+  the audit fail, where a survivor or a check no mutant fails does. Checks that ask different
+  probes (values, gradients, the input left unchanged) measure different things and are not compared.
 
 An author marks the mutants that no check can tell apart from the reference (equivalent mutants)
 in ``equivalent-mutants.yaml`` beside the checks folder (graders/ in the bundled course), each with a
@@ -168,7 +172,9 @@ class Audit:
 
     @property
     def clean(self) -> bool:
-        return all(not t.survivors and not t.unmeasured and not t.subsumed for t in self.targets)
+        """No survivor and no visible check that no mutant fails (the checks adding nothing are for the
+        author to look through: see the module's docstring)."""
+        return all(not t.survivors and not t.unmeasured for t in self.targets)
 
     def as_dict(self) -> dict:
         return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
@@ -401,7 +407,8 @@ def lines(audit: Audit) -> list[str]:
         for name in t.unmeasured:
             out.append(f"  visible check no mutant fails: {name}")
         for name, other in t.subsumed:
-            out.append(f"  visible check adding nothing: {name} (each mutant it kills, {other} kills too)")
+            out.append(f"  look at: visible check adding nothing: {name} (each mutant it kills, {other} kills too: "
+                       f"do its inputs exercise what its name claims?)")
     out.extend(f"note: {n}" for n in audit.notes)
     if any(t.figures["graded"] < t.figures["made"] for t in audit.targets):
         out.append("note: a sample of the mutants was graded (--max-per-target): a check listed above may kill a "

@@ -593,8 +593,8 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     diff; and the visible checks no mutant fails or that add nothing over another. Mark equivalent
     mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md).
 
-    Exit status: 0 when every non-equivalent mutant is killed and every visible check measures
-    something, 1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
+    Exit status: 0 when every non-equivalent mutant is killed and every visible check kills one,
+    1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
     """
     import json
 
