@@ -40,6 +40,7 @@ from typing import Callable
 import yaml
 
 from .config import Assignment, Target, load_assignment
+from .grading import GradingError
 from .mutants import Mutant, make_mutants
 
 #: The file of equivalent mutants, beside the course's checks folder.
@@ -77,8 +78,9 @@ class AuditJob:
 
     def __call__(self, submission):
         from . import batch, plugin
+        from .scoring import Grade
 
-        qualname = submission.name.split("@")[0]
+        qualname, _, ident = submission.name.partition("@")
         only = (qualname,)
         assignment = load_assignment(self.assignment_path)
         with batch._lock:
@@ -91,7 +93,21 @@ class AuditJob:
             if limit is not None and state.assignment.target(*qualname.split(".")).time_limit != limit:
                 # every later round of this session reuses its state's assignment (plugin.pytest_configure)
                 state.assignment = _with_time_limit(state.assignment, qualname, limit)
-        return batch.grade_one(submission, assignment, self.device, only)
+            try:
+                if ident == "reference":  # every check: each must pass
+                    return session.grade(submission.source)
+                # The visible checks, all of them (their kill sets are compared); the hidden ones only
+                # where no visible check kills the mutant (whether one does is all that is reported).
+                grade = session.grade(submission.source, select=lambda item: plugin.visibility(item) == "visible")
+                if not any(t.status in KILLING for t in grade.tests):
+                    hidden = session.grade(submission.source, select=lambda item: plugin.visibility(item) == "hidden")
+                    grade = Grade(grade.submission, grade.tests + hidden.tests)
+                return grade
+            except GradingError:
+                raise
+            except Exception as e:  # the grader, not the mutant (which runs in the sandbox): stop, saying so
+                batch._sessions.pop((str(assignment.path), self.device, only), None)
+                raise GradingError(f"grading {submission.name} failed: {type(e).__name__}: {e}") from None
 
 
 # --- the audit, in the process that runs the command ---
