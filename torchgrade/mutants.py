@@ -30,7 +30,7 @@ session database, writes each mutant to disk and runs a test command, its operat
 parso trees inside that loop (and it brings sqlalchemy, gitpython and more). mutatest has had no
 release since 2022. None offers the operators tensor code needs (``clone`` dropped, ``sum``/``mean``,
 ``device=`` dropped, an input changed in place), so the generic half would come from a library
-and the half that matters from here anyway; ``ast`` plus source positions does both in ~250 lines.
+and the half that matters from here anyway; ``ast`` plus source positions does both.
 """
 
 from __future__ import annotations
