@@ -2,8 +2,8 @@
 
 The reference is right by definition, so a check suite is as strong as the mutants of the reference
 it catches (torchgrade.mutants makes them: one small mistake each). Each mutant is a submission
-folder holding only the mutated module, graded like a student's (in the sandbox) by the checks of
-its own target alone; the reference side of every check is computed once and reused. Per target it
+folder, the reference's modules with one of them mutated, graded like a student's (in the sandbox)
+by the checks of its own target alone (only that module is graded); the reference side of every check is computed once and reused. Per target it
 reports the mutants made, those a visible check kills, those only hidden checks kill, and each
 survivor as a one-line diff. A mutant that hangs or crashes is killed (by the time limit, or by
 the grading process's death), and the audit goes on.
@@ -330,12 +330,16 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             target = next(t for t, _, _ in plan if t.qualname == qualname)
             slowest = max((t.duration for t in grade.tests), default=0.0)
             limits[qualname] = min(target.time_limit, max(MIN_LIMIT, LIMIT_FACTOR * slowest))
-        # 2. the mutants, each in a folder of its own holding only the mutated module
+        # 2. the mutants, each in a folder of its own: the reference's modules with one of them mutated (a
+        # probe may import a module of the submission other than the one it grades)
+        modules = {p.name: p.read_bytes() for p in assignment.reference_dir.glob("*.py")}
         submissions, by_name = [], {}
         for target, mutants, _ in plan:
             for m in mutants:
                 folder = work / target.qualname / m.id
                 folder.mkdir(parents=True)
+                for name, content in modules.items():
+                    (folder / name).write_bytes(content)
                 (folder / f"{target.exercise}.py").write_text(m.source, encoding="utf-8")
                 name = f"{target.qualname}@{m.id}"
                 submissions.append(Submission(name, folder))
