@@ -602,8 +602,10 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     from .sandbox import host
 
     assignment = _assignment(assignment_path)
-    _check_targets(assignment, tuple(t for t in targets if "::" not in t) + tuple(
-        _fail(f"{t}: audit takes exercises or targets, not one check") for t in targets if "::" in t))
+    for target in targets:
+        if "::" in target:
+            _fail(f"{target}: audit takes exercises or targets, not one check")
+    _check_targets(assignment, targets)
     if jobs == 1:
         start_early(assignment.probes_dir)
     _check_course(assignment, "all")
