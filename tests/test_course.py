@@ -110,19 +110,43 @@ MISTAKES = {
         lambda c: _edit(c / "assignment.yaml", "      relu: {", "      sigmoid: 1\n      relu: {"),
         "target activations.sigmoid (1 points) has no check"),
     "check for a missing target": (
-        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("gelu")'),
-        "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'gelu', which exercise "
-        "'activations' in assignment.yaml does not have"),
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("softmax")'),
+        "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'softmax', which exercise "
+        "'activations' in assignment.yaml does not have (targets: relu)"),
+    "misspelt target mark": (
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("rleu")'),
+        "is marked for target 'rleu', which exercise 'activations' in assignment.yaml does not have "
+        "(did you mean 'relu'?)"),
     "misspelt check file": (
         lambda c: os.rename(c / "graders/checks/hidden/test_activations.py", c / "graders/checks/hidden/test_activation.py")
         or os.rename(c / "graders/checks/visible/test_activations.py", c / "graders/checks/visible/test_activation.py"),
-        "target activations.relu (3 points) has no check"),
+        "test_activation.py: checks for an exercise 'activation', which neither assignment.yaml nor reference/ has "
+        "(did you mean 'activations'?)"),
+    "check file for an exercise nobody has": (
+        lambda c: (c / "graders/checks/visible/test_embeddings.py").write_text(
+            "import pytest\n\n@pytest.mark.target('embed')\ndef test_x(check):\n    check(1)\n"),
+        "test_embeddings.py: checks for an exercise 'embeddings', which neither assignment.yaml nor reference/ has"),
+    "check file that does not import": (
+        lambda c: _edit(c / "graders/checks/visible/test_activations.py", "import pytest\n",
+                        "import pytest\nfrom torchgrade.probes import no_such_helper\n"),
+        "visible/test_activations.py: this check file cannot be imported: ImportError: cannot import name 'no_such_helper'"),
     "check without a target": (
         lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '@pytest.mark.target("relu")\n', ""),
         "test_keeps_a_non_contiguous_float16_input_in_float16 has no @pytest.mark.target('name')"),
     "unknown probe": (
         lambda c: _edit(c / "graders/checks/visible/test_activations.py", 'probe="keeps_input"', 'probe="keep_input"'),
-        "probe 'keep_input' does not exist"),
+        "probe 'keep_input' does not exist (did you mean 'keeps_input'?)"),
+    "reference without the target": (
+        lambda c: _edit(c / "reference/activations.py", "def relu(x):", "def rectify(x):"),
+        "reference/activations.py: defines no 'relu', a target of exercise 'activations' in assignment.yaml"),
+    "reference module missing": (
+        lambda c: os.rename(c / "reference/activations.py", c / "reference/activation.py"),
+        "reference/activations.py: no such file: exercise 'activations' has no reference solution "
+        "(did you mean 'activation'?)"),
+    "unknown target in hints": (
+        lambda c: _edit(c / "graders/hints.yaml", "  activations.relu:", "  activations.rlu:"),
+        "hints.yaml: hints.activations.rlu: the course has no exercise, target or check of that name "
+        "(did you mean 'activations.relu'?)"),
     "missing checks folder": (
         lambda c: _edit(c / "assignment.yaml", "checks: graders/checks", "checks: graders/tests"),
         "graders/tests/visible: no such folder"),
@@ -136,29 +160,48 @@ MISTAKES = {
 }
 
 
-#: Mistakes only grading with the hidden checks can see.
-HIDDEN_ONLY = ("target without checks", "check for a missing target", "check without a target", "misspelt check file")
+def _every_command(out: Path) -> list[list[str]]:
+    """Every command that reads a course (the pool's `grade` checks the course in its fork server)."""
+    return [["check", "--path", "reference"], ["grade", "exercises", "--out", str(out / "graded")],
+            ["grade", "exercises", "--out", str(out / "graded"), "-j", "2"], ["stubs"], ["stubs", "--check"],
+            ["bundle", "--out", str(out / "dist"), "--device", "cpu"], ["gradescope", "--out", str(out / "dist")]]
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))
-def test_an_authoring_mistake_stops_grading_with_one_line(mistake, course, tmp_path, inside):
+def test_an_authoring_mistake_stops_every_command_with_one_line(mistake, course, tmp_path, inside):
     make, expected = MISTAKES[mistake]
     make(course)
     runner = inside(course)
-    for command in (["grade", "reference", "--out", str(tmp_path / "out")], ["check", "--path", "reference"],
-                    ["grade", "reference", "--out", str(tmp_path / "out"), "-j", "2"]):  # (a pool: checked later)
-        if command[0] == "check" and mistake in HIDDEN_ONLY:
-            continue  # students run the visible checks only (a target may be checked by hidden ones alone)
+    stubs = sorted((p.name, p.read_bytes()) for p in (course / "exercises").iterdir())
+    for command in _every_command(tmp_path / "out"):
         result = runner.invoke(main, command)
         assert result.exit_code == 2, (command, result.output)
-        assert expected in result.output, result.output
+        assert expected in result.output, (command, result.output)
         assert "not your fault" not in result.output and "Traceback" not in result.output
-        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert len(result.output.strip().splitlines()) == 1, (command, result.output)
     assert not (tmp_path / "out").exists()
+    assert sorted((p.name, p.read_bytes()) for p in (course / "exercises").iterdir()) == stubs
+
+
+def test_an_exercise_the_assignment_leaves_out_is_one_note(course, tmp_path, inside):
+    """A module the course has (reference and checks) but this assignment does not grade: allowed, noted."""
+    (course / "reference/losses.py").write_text("def mse(a, b):\n    return ((a - b) ** 2).mean()\n")
+    (course / "graders/checks/visible/test_losses.py").write_text(
+        "import pytest\n\n@pytest.mark.target('mse')\ndef test_x(check):\n    check(1, 2)\n")
+    runner = inside(course)
+    for command in _every_command(tmp_path / "out"):
+        if command[0] == "stubs":
+            continue  # (it writes exercises/losses.py: a stub per reference module)
+        result = runner.invoke(main, command)
+        assert result.exit_code == 0, (command, result.output)
+        notes = [line for line in result.output.splitlines() if line.startswith("torchgrade: note:")]
+        assert notes == ["torchgrade: note: exercise 'losses' has checks (test_losses.py) and a reference, but "
+                         "assignment.yaml leaves it out: it is not graded"], (command, result.output)
 
 
 def test_an_assignment_may_grade_a_part_of_the_courses_checks(course, tmp_path):
-    """Check files of exercises the assignment does not list are not graded (and not an error)."""
+    """Check files of exercises the assignment does not list (the course has them) are not graded."""
+    (course / "reference/losses.py").write_text("def mse(a, b):\n    return ((a - b) ** 2).mean()\n")
     (course / "graders/checks/visible/test_losses.py").write_text(
         "import pytest\n\n@pytest.mark.target('mse')\ndef test_x(check):\n    check(1)\n")
     assignment = load_assignment(course)
