@@ -272,3 +272,18 @@ def test_a_course_without_probes_or_hints_needs_neither(tmp_path):
     check_course(assignment)
     graded = grade_submission(tmp_path / "c" / "reference", assignment, device="cpu")
     assert graded.score == graded.max_score == 3, [t.output for t in graded.tests if t.status != "passed"]
+
+
+def test_a_missing_module_is_one_line_not_a_failure_and_rerun_per_check(course, tmp_path, inside):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("I forgot to copy my work in\n")
+    result = inside(course).invoke(main, ["check", "--path", str(empty), "--report", str(tmp_path / "r")])
+    assert result.exit_code == 1, result.output
+    line = "activations.py is missing: its 3 points are not graded"
+    assert result.output.count(line) == 1 and "rerun:" not in result.output, result.output
+    assert "not your fault" not in result.output
+    report = (tmp_path / "r" / "report.html").read_text()
+    assert report.count(line) == 1, report.count(line)
+    zh = inside(course).invoke(main, ["check", "--path", str(empty), "--lang", "zh", "--report", str(tmp_path / "z")])
+    assert zh.output.count("缺少 activations.py：它的 3 分没有评测") == 1 and "重新运行" not in zh.output, zh.output

@@ -229,6 +229,12 @@ def reference_outcome(path: Path, target: str, request: dict) -> dict:
     return outcome
 
 
+def missing_module(assignment: Assignment, exercise: str, lang: str | None = None) -> str:
+    """The one line a report gives a module the submission lacks (each of its checks carries it)."""
+    points = assignment.exercise(exercise).points
+    return t("missing_module", lang, exercise=exercise, points=f"{points:.2f}".rstrip("0").rstrip("."))
+
+
 def _raised_anywhere(value: Any, name: str) -> bool:
     """Whether an outcome holds an exception of this type anywhere (NotImplementedError is a
     RuntimeError, so a stub must not pass a check that expects a RuntimeError)."""
@@ -351,7 +357,7 @@ class Differential:
         exercise, name = self.target.exercise, self.target.name
         path = self.submission / f"{exercise}.py"
         if not path.is_file():
-            raise SubmissionError(t("missing_file", exercise=exercise, name=name))
+            raise SubmissionError(missing_module(self.assignment, exercise))
         violations = static_violations(path, name, self.patterns)
         if violations:
             raise self.failure("forbidden", forbidden_message(violations, name), ForbiddenCallFailure)
