@@ -142,7 +142,7 @@ def test_each_message_says_what_the_code_did_and_what_was_expected(course, tmp_p
         in split, split
     assert "ProbeError" not in split and "plain data" not in split
     gelu = out["gradient of the function"]
-    assert gelu.startswith("GELUFunction is not finished: its backward raises NotImplementedError"), gelu
+    assert gelu.startswith("GELUFunction.backward is not implemented yet (it raises NotImplementedError)"), gelu
     runtime = out["scales through a probe named at run time"]
     assert runtime.startswith("grader error (not your fault; please report it): this check asks for the probe "
                               "'module_fwd', which neither torchgrade nor the course defines (did you mean "
@@ -154,7 +154,7 @@ def test_the_same_messages_in_chinese(course, tmp_path):
     out = _grade(course, tmp_path, WRONG, "zh")
     assert "应当抛出 ValueError（dim 6 is not divisible by heads 4），但调用返回了 Split 类型的值" in \
         out["refuses heads that do not divide the dimension"]
-    assert out["gradient of the function"].startswith("GELUFunction 还没有完成：其中的 backward 抛出了 NotImplementedError")
+    assert out["gradient of the function"].startswith("GELUFunction.backward 还没有实现（它抛出了 NotImplementedError）")
     assert "探针 'module_fwd' 既不是 torchgrade 内置的，也不是课程定义的（是否应为 'module_forward'？）" in \
         out["scales through a probe named at run time"]
 

@@ -181,7 +181,8 @@ def validate_course(assignment: Assignment, *, collect: bool = True) -> list[str
                                   f"check; add one to {assignment.checks_dir.name}/visible/test_{target.exercise}.py "
                                   f"or hidden/test_{target.exercise}.py, or remove the target")
         _check_reference(assignment)
-    _check_hints(assignment, check_names)
+    if not bundle:  # (a bundle's hints file is its course's, validated when the bundle was built)
+        _check_hints(assignment, check_names)
     if collect:
         _collect(assignment)
     return course_notes(assignment)
@@ -206,13 +207,18 @@ def _check_reference(assignment: Assignment) -> None:
 
 
 def _check_hints(assignment: Assignment, check_names: set[str]) -> None:
-    """Every hint names an exercise, a target or a check (exercise.target::test_name) of the course."""
+    """Every hint names an exercise, a target or a check (exercise.target::test_name) of the course: of this
+    assignment, or one the course's reference defines that this assignment leaves out."""
     known = {"*"} | {e.name for e in assignment.exercises} | {t.qualname for t in assignment.targets}
     for where, _kind in assignment.hints:
         if where in known or where in check_names:
             continue
-        if is_bundle(assignment) and "::" in where and where.split("::")[0] in known:
-            continue  # a hint for a hidden check: the bundle has the hints file, not the check
+        exercise, _, target = where.split("::")[0].partition(".")
+        reference = assignment.reference_dir / f"{exercise}.py"
+        if reference.is_file():
+            defined = _defined_names(_parse(reference))
+            if not target or defined is None or target in defined:
+                continue  # the course has it (its reference defines it); this assignment leaves it out
         raise CourseError(f"{assignment.hints_file}: hints.{where}: the course has no exercise, target or check "
                           f"of that name{did_you_mean(where, known | check_names)}")
 

@@ -144,8 +144,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "on_device": {"en": " on {device}", "zh": "（在 {device} 上）"},
     "not_implemented": {"en": "{name} is not implemented yet (it raises NotImplementedError)",
                         "zh": "{name} 还没有实现（它抛出了 NotImplementedError）"},
-    "not_implemented_part": {"en": "{name} is not finished: its {part} raises NotImplementedError",
-                             "zh": "{name} 还没有完成：其中的 {part} 抛出了 NotImplementedError"},
+    "not_implemented_part": {"en": "{name}.{part} is not implemented yet (it raises NotImplementedError)",
+                             "zh": "{name}.{part} 还没有实现（它抛出了 NotImplementedError）"},
     "unknown_probe": {"en": "this check asks for the probe '{probe}', which neither torchgrade nor the course "
                             "defines{near}",
                       "zh": "这项检查要求的探针 '{probe}' 既不是 torchgrade 内置的，也不是课程定义的{near}"},
