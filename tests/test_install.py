@@ -29,12 +29,32 @@ def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, **kwargs)
 
 
+def _cached(shared: Path, name: str) -> Path:
+    """A folder for a build of this checkout's engine as it is now, shared by every xdist worker of a run and
+    kept between runs until the engine changes: keyed by this checkout's path and its engine's content (the
+    folder above pytest's temporary folders is the same for every checkout on the machine). Older builds of
+    this checkout are removed (each holds an environment with torch: a gigabyte)."""
+    import hashlib
+    import shutil
+
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    content = hashlib.sha256()
+    for path in sorted([ROOT / "pyproject.toml", *(ROOT / "torchgrade").rglob("*")]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            content.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    where = shared / f"{name}-{checkout}-{content.hexdigest()[:12]}"
+    for old in shared.glob(f"{name}-{checkout}-*"):
+        if old != where and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    return where
+
+
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory) -> dict:
     """{"wheel": path, "bin": the new environment's bin folder}: built and installed once for all workers."""
     shared = tmp_path_factory.getbasetemp().parent  # the same folder for every xdist worker
-    where = shared / "fresh-install"
     with FileLock(str(shared / "fresh-install.lock")):
+        where = _cached(shared, "fresh-install")
         done = where / "done.json"
         if not done.is_file():
             where.mkdir(exist_ok=True)
@@ -140,8 +160,8 @@ def student(fresh, tmp_path_factory) -> dict:
     """A bundle of the `init` course built with the wheel's engine, then installed with the one command its README
     gives into a new environment that holds only the student's torch: built once for all workers."""
     shared = tmp_path_factory.getbasetemp().parent
-    where = shared / "student-install"
     with FileLock(str(shared / "student-install.lock")):
+        where = _cached(shared, "student-install")
         done = where / "done.json"
         if not done.is_file():
             where.mkdir(exist_ok=True)
