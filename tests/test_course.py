@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from torchgrade.cli import main
 from torchgrade.config import ConfigError, find_assignment, load_assignment
-from torchgrade.course import CourseError, check_course
+from torchgrade.course import CourseError, check_course, validate_course
 from torchgrade.grading import grade_submission
 from torchgrade.probes import reference_page
 from torchgrade.scaffold import init_course
@@ -210,8 +210,10 @@ def test_an_assignment_may_grade_a_part_of_the_courses_checks(course, tmp_path):
     assert {t.exercise for t in graded.tests} == {"activations"} and graded.score == 3
 
 
-def test_the_bundled_course_has_no_authoring_mistake():
-    check_course(load_assignment(ROOT / "assignment.yaml"))
+def test_the_bundled_course_and_the_init_course_pass_the_whole_validation(course):
+    """(Their scores are unchanged: tests/test_engine.py and the init test above grade them.)"""
+    assert validate_course(load_assignment(ROOT / "assignment.yaml"), collect=True) == []
+    assert validate_course(load_assignment(course), collect=True) == []
 
 
 def test_a_probe_file_error_names_the_file(course):
@@ -287,3 +289,22 @@ def test_a_missing_module_is_one_line_not_a_failure_and_rerun_per_check(course, 
     assert report.count(line) == 1, report.count(line)
     zh = inside(course).invoke(main, ["check", "--path", str(empty), "--lang", "zh", "--report", str(tmp_path / "z")])
     assert zh.output.count("缺少 activations.py：它的 3 分没有评测") == 1 and "重新运行" not in zh.output, zh.output
+
+
+def test_a_hint_for_a_check_must_name_one_that_exists(course):
+    hints = course / "graders/hints.yaml"
+    hints.write_text(hints.read_text().replace(
+        "hints:\n", "hints:\n  activations.relu::test_matches_torch_relu_on_random_inputs:\n    values: one check\n"))
+    with pytest.raises(CourseError, match=r"hints.activations.relu::test_matches_torch_relu_on_random_inputs: the "
+                                          r"course has no exercise, target or check of that name \(did you mean "
+                                          r"'activations.relu::test_matches_torch_relu_on_random_input'\?\)"):
+        validate_course(load_assignment(course), collect=False)
+    hints.write_text(hints.read_text().replace("random_inputs:", "random_input:"))
+    assert validate_course(load_assignment(course), collect=False) == []
+
+
+def test_a_misspelt_target_on_the_command_line_gets_a_did_you_mean(course, inside):
+    result = inside(course).invoke(main, ["check", "activations.rleu", "--path", "reference"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("torchgrade: error: unknown exercise or target 'activations.rleu' "
+                                     "(did you mean 'activations.relu'?)"), result.output

@@ -215,7 +215,8 @@ def _check_hints(assignment: Assignment, check_names: set[str]) -> None:
             continue
         exercise, _, target = where.split("::")[0].partition(".")
         reference = assignment.reference_dir / f"{exercise}.py"
-        if reference.is_file():
+        graded = "::" in where and where.split("::")[0] in known  # a check of a graded target: it must exist
+        if reference.is_file() and not graded:
             defined = _defined_names(_parse(reference))
             if not target or defined is None or target in defined:
                 continue  # the course has it (its reference defines it); this assignment leaves it out
