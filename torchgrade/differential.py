@@ -267,8 +267,8 @@ def _first_raised_of(value: Any, name: str) -> dict | None:
 def _defines_function(path: Path, mtime: float, name: str) -> bool:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return False
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # (a submission's file, in a bundle: whatever it holds, the call is shown without .apply)
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return any((b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "Function"
