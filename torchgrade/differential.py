@@ -33,6 +33,7 @@ import torch
 
 from . import compare as comparison
 from .config import Assignment, Target
+from .feedback import missing_module
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
@@ -231,12 +232,6 @@ def reference_outcome(path: Path, target: str, request: dict) -> dict:
     if _recording is not None:
         _recording.setdefault(exercise, {})[key] = _without_tracebacks(outcome)
     return outcome
-
-
-def missing_module(assignment: Assignment, exercise: str, lang: str | None = None) -> str:
-    """The one line a report gives a module the submission lacks (each of its checks carries it)."""
-    points = assignment.exercise(exercise).points
-    return t("missing_module", lang, exercise=exercise, points=f"{points:.2f}".rstrip("0").rstrip("."))
 
 
 _FRAME = re.compile(r'^  File "[^"]*", line \d+, in (\S+)$', re.MULTILINE)
