@@ -134,6 +134,9 @@ def _course(tmp_path, reference: str, stub: str | None, settings: str = "") -> t
     if stub is not None:
         (tmp_path / "exercises").mkdir()
         (tmp_path / "exercises" / "m.py").write_text(stub)
+    (tmp_path / "checks" / "visible").mkdir(parents=True)  # (a course whose target has no check is refused)
+    (tmp_path / "checks" / "visible" / "test_m.py").write_text(
+        "import pytest\n\n\n@pytest.mark.target('f')\ndef test_f(check):\n    check(1)\n")
     path = tmp_path / "assignment.yaml"
     path.write_text(f"reference: reference\nchecks: checks\nstubs: exercises\n{settings}exercises:\n  m:\n    targets:\n      f: 1\n")
     return path

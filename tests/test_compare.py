@@ -152,3 +152,14 @@ def test_long_values_are_cut_between_values_never_inside_one(value):
     if isinstance(value, list):  # every number shown is whole
         numbers = shown.split("(", 1)[1].strip("[ .)").split(", ")
         assert numbers == [str(i) for i in range(len(numbers))]
+
+
+def test_a_check_may_set_only_rtol_or_only_atol_the_other_keeps_its_default():
+    """(torch.testing.assert_close wants both or neither: a check that set one would crash the grader.)"""
+    expected = torch.tensor([1.0, 2.0, 4.0])
+    close = expected * (1 + 1e-3)
+    compare(expected, close, rtol=1e-2)  # within 1%
+    compare(expected, expected + 1e-3, atol=1e-2)
+    with pytest.raises(Mismatch) as error:
+        compare(expected, close, rtol=1e-4)
+    assert "rtol=0.0001" in str(error.value)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from torchgrade.cli import main
 from torchgrade.config import ConfigError, find_assignment, load_assignment
-from torchgrade.course import CourseError, check_course
+from torchgrade.course import CourseError, check_course, validate_course
 from torchgrade.grading import grade_submission
 from torchgrade.probes import reference_page
 from torchgrade.scaffold import init_course
@@ -110,19 +110,43 @@ MISTAKES = {
         lambda c: _edit(c / "assignment.yaml", "      relu: {", "      sigmoid: 1\n      relu: {"),
         "target activations.sigmoid (1 points) has no check"),
     "check for a missing target": (
-        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("gelu")'),
-        "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'gelu', which exercise "
-        "'activations' in assignment.yaml does not have"),
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("softmax")'),
+        "test_keeps_a_non_contiguous_float16_input_in_float16 is marked for target 'softmax', which exercise "
+        "'activations' in assignment.yaml does not have (targets: relu)"),
+    "misspelt target mark": (
+        lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '.target("relu")', '.target("rleu")'),
+        "is marked for target 'rleu', which exercise 'activations' in assignment.yaml does not have "
+        "(did you mean 'relu'?)"),
     "misspelt check file": (
         lambda c: os.rename(c / "graders/checks/hidden/test_activations.py", c / "graders/checks/hidden/test_activation.py")
         or os.rename(c / "graders/checks/visible/test_activations.py", c / "graders/checks/visible/test_activation.py"),
-        "target activations.relu (3 points) has no check"),
+        "test_activation.py: checks for an exercise 'activation', which neither assignment.yaml nor reference/ has "
+        "(did you mean 'activations'?)"),
+    "check file for an exercise nobody has": (
+        lambda c: (c / "graders/checks/visible/test_embeddings.py").write_text(
+            "import pytest\n\n@pytest.mark.target('embed')\ndef test_x(check):\n    check(1)\n"),
+        "test_embeddings.py: checks for an exercise 'embeddings', which neither assignment.yaml nor reference/ has"),
+    "check file that does not import": (
+        lambda c: _edit(c / "graders/checks/visible/test_activations.py", "import pytest\n",
+                        "import pytest\nfrom torchgrade.probes import no_such_helper\n"),
+        "visible/test_activations.py: this check file cannot be imported: ImportError: cannot import name 'no_such_helper'"),
     "check without a target": (
         lambda c: _edit(c / "graders/checks/hidden/test_activations.py", '@pytest.mark.target("relu")\n', ""),
         "test_keeps_a_non_contiguous_float16_input_in_float16 has no @pytest.mark.target('name')"),
     "unknown probe": (
         lambda c: _edit(c / "graders/checks/visible/test_activations.py", 'probe="keeps_input"', 'probe="keep_input"'),
-        "probe 'keep_input' does not exist"),
+        "probe 'keep_input' does not exist (did you mean 'keeps_input'?)"),
+    "reference without the target": (
+        lambda c: _edit(c / "reference/activations.py", "def relu(x):", "def rectify(x):"),
+        "reference/activations.py: defines no 'relu', a target of exercise 'activations' in assignment.yaml"),
+    "reference module missing": (
+        lambda c: os.rename(c / "reference/activations.py", c / "reference/activation.py"),
+        "reference/activations.py: no such file: exercise 'activations' has no reference solution "
+        "(did you mean 'activation'?)"),
+    "unknown target in hints": (
+        lambda c: _edit(c / "graders/hints.yaml", "  activations.relu:", "  activations.rlu:"),
+        "hints.yaml: hints.activations.rlu: the course has no exercise, target or check of that name "
+        "(did you mean 'activations.relu'?)"),
     "missing checks folder": (
         lambda c: _edit(c / "assignment.yaml", "checks: graders/checks", "checks: graders/tests"),
         "graders/tests/visible: no such folder"),
@@ -136,29 +160,49 @@ MISTAKES = {
 }
 
 
-#: Mistakes only grading with the hidden checks can see.
-HIDDEN_ONLY = ("target without checks", "check for a missing target", "check without a target", "misspelt check file")
+def _every_command(out: Path) -> list[list[str]]:
+    """Every command that reads a course (the pool's `grade` checks the course in its fork server)."""
+    return [["check", "--path", "reference"], ["grade", "exercises", "--out", str(out / "graded")],
+            ["grade", "exercises", "--out", str(out / "graded"), "-j", "2"], ["stubs"], ["stubs", "--check"],
+            ["bundle", "--out", str(out / "dist"), "--device", "cpu"], ["gradescope", "--out", str(out / "dist")],
+            ["audit", "--out", str(out / "audit")]]
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))
-def test_an_authoring_mistake_stops_grading_with_one_line(mistake, course, tmp_path, inside):
+def test_an_authoring_mistake_stops_every_command_with_one_line(mistake, course, tmp_path, inside):
     make, expected = MISTAKES[mistake]
     make(course)
     runner = inside(course)
-    for command in (["grade", "reference", "--out", str(tmp_path / "out")], ["check", "--path", "reference"],
-                    ["grade", "reference", "--out", str(tmp_path / "out"), "-j", "2"]):  # (a pool: checked later)
-        if command[0] == "check" and mistake in HIDDEN_ONLY:
-            continue  # students run the visible checks only (a target may be checked by hidden ones alone)
+    stubs = sorted((p.name, p.read_bytes()) for p in (course / "exercises").iterdir())
+    for command in _every_command(tmp_path / "out"):
         result = runner.invoke(main, command)
         assert result.exit_code == 2, (command, result.output)
-        assert expected in result.output, result.output
+        assert expected in result.output, (command, result.output)
         assert "not your fault" not in result.output and "Traceback" not in result.output
-        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert len(result.output.strip().splitlines()) == 1, (command, result.output)
     assert not (tmp_path / "out").exists()
+    assert sorted((p.name, p.read_bytes()) for p in (course / "exercises").iterdir()) == stubs
+
+
+def test_an_exercise_the_assignment_leaves_out_is_one_note(course, tmp_path, inside):
+    """A module the course has (reference and checks) but this assignment does not grade: allowed, noted."""
+    (course / "reference/losses.py").write_text("def mse(a, b):\n    return ((a - b) ** 2).mean()\n")
+    (course / "graders/checks/visible/test_losses.py").write_text(
+        "import pytest\n\n@pytest.mark.target('mse')\ndef test_x(check):\n    check(1, 2)\n")
+    runner = inside(course)
+    for command in _every_command(tmp_path / "out"):
+        if command[0] in ("stubs", "audit"):
+            continue  # (stubs writes exercises/losses.py: a stub per reference module; audit grades mutants)
+        result = runner.invoke(main, command)
+        assert result.exit_code == 0, (command, result.output)
+        notes = [line for line in result.output.splitlines() if line.startswith("torchgrade: note:")]
+        assert notes == ["torchgrade: note: exercise 'losses' has checks (test_losses.py) and a reference, but "
+                         "assignment.yaml leaves it out: it is not graded"], (command, result.output)
 
 
 def test_an_assignment_may_grade_a_part_of_the_courses_checks(course, tmp_path):
-    """Check files of exercises the assignment does not list are not graded (and not an error)."""
+    """Check files of exercises the assignment does not list (the course has them) are not graded."""
+    (course / "reference/losses.py").write_text("def mse(a, b):\n    return ((a - b) ** 2).mean()\n")
     (course / "graders/checks/visible/test_losses.py").write_text(
         "import pytest\n\n@pytest.mark.target('mse')\ndef test_x(check):\n    check(1)\n")
     assignment = load_assignment(course)
@@ -167,8 +211,10 @@ def test_an_assignment_may_grade_a_part_of_the_courses_checks(course, tmp_path):
     assert {t.exercise for t in graded.tests} == {"activations"} and graded.score == 3
 
 
-def test_the_bundled_course_has_no_authoring_mistake():
-    check_course(load_assignment(ROOT / "assignment.yaml"))
+def test_the_bundled_course_and_the_init_course_pass_the_whole_validation(course):
+    """(Their scores are unchanged: tests/test_engine.py and the init test above grade them.)"""
+    assert validate_course(load_assignment(ROOT / "assignment.yaml"), collect=True) == []
+    assert validate_course(load_assignment(course), collect=True) == []
 
 
 def test_a_probe_file_error_names_the_file(course):
@@ -229,3 +275,37 @@ def test_a_course_without_probes_or_hints_needs_neither(tmp_path):
     check_course(assignment)
     graded = grade_submission(tmp_path / "c" / "reference", assignment, device="cpu")
     assert graded.score == graded.max_score == 3, [t.output for t in graded.tests if t.status != "passed"]
+
+
+def test_a_missing_module_is_one_line_not_a_failure_and_rerun_per_check(course, tmp_path, inside):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("I forgot to copy my work in\n")
+    result = inside(course).invoke(main, ["check", "--path", str(empty), "--report", str(tmp_path / "r")])
+    assert result.exit_code == 1, result.output
+    line = "activations.py is missing: its 3 points are not graded"
+    assert result.output.count(line) == 1 and "rerun:" not in result.output, result.output
+    assert "not your fault" not in result.output
+    report = (tmp_path / "r" / "report.html").read_text()
+    assert report.count(line) == 1, report.count(line)
+    zh = inside(course).invoke(main, ["check", "--path", str(empty), "--lang", "zh", "--report", str(tmp_path / "z")])
+    assert zh.output.count("缺少 activations.py：它的 3 分没有评测") == 1 and "重新运行" not in zh.output, zh.output
+
+
+def test_a_hint_for_a_check_must_name_one_that_exists(course):
+    hints = course / "graders/hints.yaml"
+    hints.write_text(hints.read_text().replace(
+        "hints:\n", "hints:\n  activations.relu::test_matches_torch_relu_on_random_inputs:\n    values: one check\n"))
+    with pytest.raises(CourseError, match=r"hints.activations.relu::test_matches_torch_relu_on_random_inputs: the "
+                                          r"course has no exercise, target or check of that name \(did you mean "
+                                          r"'activations.relu::test_matches_torch_relu_on_random_input'\?\)"):
+        validate_course(load_assignment(course), collect=False)
+    hints.write_text(hints.read_text().replace("random_inputs:", "random_input:"))
+    assert validate_course(load_assignment(course), collect=False) == []
+
+
+def test_a_misspelt_target_on_the_command_line_gets_a_did_you_mean(course, inside):
+    result = inside(course).invoke(main, ["check", "activations.rleu", "--path", "reference"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("torchgrade: error: unknown exercise or target 'activations.rleu' "
+                                     "(did you mean 'activations.relu'?)"), result.output

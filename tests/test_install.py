@@ -29,12 +29,32 @@ def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, **kwargs)
 
 
+def _cached(shared: Path, name: str) -> Path:
+    """A folder for a build of this checkout's engine as it is now, shared by every xdist worker of a run and
+    kept between runs until the engine changes: keyed by this checkout's path and its engine's content (the
+    folder above pytest's temporary folders is the same for every checkout on the machine). Older builds of
+    this checkout are removed (each holds an environment with torch: a gigabyte)."""
+    import hashlib
+    import shutil
+
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    content = hashlib.sha256()
+    for path in sorted([ROOT / "pyproject.toml", *(ROOT / "torchgrade").rglob("*")]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            content.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    where = shared / f"{name}-{checkout}-{content.hexdigest()[:12]}"
+    for old in shared.glob(f"{name}-{checkout}-*"):
+        if old != where and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    return where
+
+
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory) -> dict:
     """{"wheel": path, "bin": the new environment's bin folder}: built and installed once for all workers."""
     shared = tmp_path_factory.getbasetemp().parent  # the same folder for every xdist worker
-    where = shared / "fresh-install"
     with FileLock(str(shared / "fresh-install.lock")):
+        where = _cached(shared, "fresh-install")
         done = where / "done.json"
         if not done.is_file():
             where.mkdir(exist_ok=True)
@@ -131,3 +151,72 @@ def test_a_course_written_from_the_guide_outside_the_repository_grades_as_it_sho
     assert graded["score"] == 5 and {t: round(p, 6) for t, p in lost.items() if p} == {"RMSNorm": 3}
     state_dict = next(t["output"] for t in graded["tests"] if "converts with to" in t["name"])
     assert "the names in the module's state_dict (its registered parameters and buffers)" in state_dict
+
+
+# --- the student bundle, built by a wheel install, installed in a student's fresh environment -----------
+
+@pytest.fixture(scope="session")
+def student(fresh, tmp_path_factory) -> dict:
+    """A bundle of the `init` course built with the wheel's engine, then installed with the one command its README
+    gives into a new environment that holds only the student's torch: built once for all workers."""
+    shared = tmp_path_factory.getbasetemp().parent
+    with FileLock(str(shared / "student-install.lock")):
+        where = _cached(shared, "student-install")
+        done = where / "done.json"
+        if not done.is_file():
+            where.mkdir(exist_ok=True)
+            env = _env(fresh)
+            made = _run(["torchgrade", "init", "course"], cwd=where, env=env)
+            assert made.returncode == 0, made.stderr[-3000:]
+            built = _run(["torchgrade", "bundle", "--out", str(where / "dist"), "--device", "cpu"], cwd=where / "course",
+                         env=env)
+            assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+            venv.create(where / "venv", with_pip=True, clear=True)
+            bin_dir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
+            python = str(bin_dir / "python")
+            constraints = ["-c", str(ROOT / "constraints.txt")]  # the local CPU torch, never a CUDA download
+            torch = _run([python, "-m", "pip", "install", "-q", *constraints, "torch"])  # the student's own torch
+            assert torch.returncode == 0, torch.stderr[-3000:]
+            bundle = where / "dist" / "student"
+            readme = (bundle / "README.md").read_text(encoding="utf-8")
+            command = re.search(r"^(pip install \S+)\s+#", readme, re.MULTILINE).group(1).split()
+            installed = _run([python, "-m", *command, *constraints], cwd=bundle)
+            assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+            done.write_text(json.dumps({"bundle": str(bundle), "bin": str(bin_dir), "command": " ".join(command),
+                                        "installed": installed.stdout}))
+        return json.loads(done.read_text())
+
+
+def test_a_bundle_built_from_a_wheel_install_installs_with_its_readmes_one_command(student):
+    assert student["command"] == "pip install ."
+    assert "Successfully installed" in student["installed"] and "torch-" not in student["installed"].split(
+        "Successfully installed")[-1], student["installed"]  # the student's torch is kept
+    where = _run([str(Path(student["bin"]) / "python"), "-c", "import torchgrade; print(torchgrade.__file__)"],
+                 cwd=Path(student["bin"]))
+    assert "site-packages" in where.stdout and not where.stdout.startswith((str(ROOT), student["bundle"])), where
+
+
+def test_the_installed_bundle_checks_the_stub_and_its_rerun_lines_work(student, tmp_path):
+    """`torchgrade check` from the bundle's own install: the stub at zero, exit 1; a `rerun:` line it prints
+    runs that one check; the README promises no Chinese docstrings for a course that does not ask for them."""
+    import shutil
+
+    bundle = tmp_path / "student"
+    shutil.copytree(student["bundle"], bundle)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TORCHGRADE_LANG")}
+    env["PATH"] = student["bin"] + os.pathsep + env.get("PATH", "")
+    checked = _run(["torchgrade", "check", "--device", "cpu", "--report", str(tmp_path / "r")], cwd=bundle, env=env)
+    assert checked.returncode == 1, checked.stdout[-3000:] + checked.stderr[-3000:]
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["score"] == 0 and _max(results) == 3
+    assert "relu is not implemented yet" in checked.stdout
+    (bundle / "exercises" / "activations.py").write_text("def relu(x):\n    return x.abs()\n")  # a wrong answer
+    wrong = _run(["torchgrade", "check", "--device", "cpu", "--report", str(tmp_path / "w")], cwd=bundle, env=env)
+    rerun = re.search(r"rerun: (torchgrade check \S+ --device cpu)", wrong.stdout)
+    assert wrong.returncode == 1 and rerun, wrong.stdout[-3000:] + wrong.stderr[-3000:]
+    again = _run(["bash", "-c", rerun.group(1) + f" --report {tmp_path / 'again'}"], cwd=bundle, env=env)
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    one = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert len(one["tests"]) == 1, one["tests"]
+    readme = (bundle / "README.md").read_text(encoding="utf-8")
+    assert "in English and in Chinese" not in readme and "中英文" not in readme

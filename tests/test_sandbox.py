@@ -526,6 +526,7 @@ def test_a_frame_that_is_not_plain_data_is_refused(frame, why):
 @pytest.mark.parametrize("reply, why", [
     ([1, 2], "not an outcome"),
     ({"probe_error": torch.ones(1)}, "probe_error as a Tensor"),
+    ({"probe_error": "x", "returned": torch.ones(1)}, "returned as a Tensor"),  # what came back, by type name
     ({"import_error": "boom"}, "not a description"),
     ({"calls": {"view": 3}}, "call's place as a int"),
     ({"value": {"__raised__": "RuntimeError", "message": 7}}, "message as a int"),

@@ -162,25 +162,90 @@ def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> 
         width = max(len(command) for command, _ in lines) + 2
         return "\n".join(f"{command:<{width}}# {comment}" for command, comment in lines)
 
-    english = commands([("pip install -e .", "once: installs the `torchgrade` command"),
+    english = commands([("pip install .", "once: installs the `torchgrade` command"),
                         ("torchgrade check", "every visible check"),
                         (f"torchgrade check {target.split('.')[0]}", "one exercise module"),
                         (f"torchgrade check {target}", "one function or class"),
                         ("torchgrade check -x", "stop at the first failure"),
                         ("torchgrade check --lang zh", "messages in Chinese")])
-    chinese = commands([("pip install -e .", "只需一次：安装 `torchgrade` 命令"),
+    chinese = commands([("pip install .", "只需一次：安装 `torchgrade` 命令"),
                         ("torchgrade check --lang zh", "运行全部可见检查，中文输出"),
                         (f"torchgrade check {target} --lang zh", "只检查一个函数或类"),
                         ("torchgrade check -x --lang zh", "遇到第一个失败就停止")])
     template = (ENGINE / "templates" / "student_README.md").read_text(encoding="utf-8")
+    hidden = (assignment.checks_dir / "hidden").is_dir() and any((assignment.checks_dir / "hidden").glob("test_*.py"))
+    # what the README promises follows the course: Chinese docstrings only where `stubs --check` demands them
+    settings = dict(
+        docstrings_en=", in English and in Chinese" if assignment.chinese_summaries else "",
+        docstrings_zh="用中英文" if assignment.chinese_summaries else "",
+        hidden_en="These are the visible checks only. Your submission is also graded with hidden checks (other "
+                  "inputs), so test beyond them.\n" if hidden else "",
+        hidden_zh="这里只有可见检查。提交后还会用隐藏检查（其它输入）评分，请不要只满足于可见检查。\n" if hidden else "")
     (stage / "README.md").write_text(template.format(title=assignment.title, rows=rows, english=english,
-                                                           chinese=chinese), encoding="utf-8")
+                                                     chinese=chinese, **settings), encoding="utf-8")
+
+
+class _NoMetadata(Exception):
+    pass
+
+
+def engine_requirements() -> list[str]:
+    """What the engine needs installed (no extras), from its installed metadata (editable, wheel or index),
+    else from the pyproject.toml of the checkout it runs from."""
+    import importlib.metadata
+
+    try:
+        requires = importlib.metadata.requires("torchgrade")
+        if requires is None:
+            raise _NoMetadata
+    except (importlib.metadata.PackageNotFoundError, _NoMetadata):
+        source = ENGINE.parent / "pyproject.toml"
+        try:
+            import tomllib
+
+            requires = tomllib.loads(source.read_text(encoding="utf-8"))["project"]["dependencies"]
+        except (ImportError, OSError, KeyError) as e:
+            raise BundleError(f"cannot tell what torchgrade needs installed: it has no package metadata and "
+                              f"{source} cannot be read ({e}); install torchgrade (pip install .) first") from None
+    return [r for r in requires if "extra ==" not in r.replace("extra==", "extra ==")]
+
+
+def _package_data() -> list[str]:
+    """The engine's files that are not Python modules (templates, checks.ini), as setuptools patterns."""
+    return sorted({(p.parent.relative_to(ENGINE) / f"*{p.suffix}").as_posix()
+                   for p in ENGINE.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc", ".pyo")
+                   and not _ignored(p.relative_to(ENGINE))})
 
 
 def _write_pyproject(stage: Path) -> None:
-    source = ENGINE.parent / "pyproject.toml"
-    if source.is_file():  # the same package and dependencies: `pip install -e .` gives `torchgrade`
-        shutil.copy2(source, stage / "pyproject.toml")
+    """A pyproject.toml written for the bundle (never copied: a wheel or index install has none to copy),
+    so that one `pip install .` in the bundle gives the `torchgrade` command. Requirements are ranges:
+    a student's torch that satisfies them is kept."""
+    def strings(values) -> str:
+        return "[" + ", ".join(json.dumps(v) for v in values) + "]"  # a JSON string is a TOML basic string
+
+    text = f"""# Written by `torchgrade bundle`: `pip install .` here installs the engine below as the `torchgrade` command.
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "torchgrade"
+version = {json.dumps(__version__)}
+description = "The torchgrade engine of this student bundle"
+requires-python = ">=3.10"
+dependencies = {strings(engine_requirements())}
+
+[project.scripts]
+torchgrade = "torchgrade.cli:main"
+
+[tool.setuptools.packages.find]
+include = ["torchgrade*"]
+
+[tool.setuptools.package-data]
+torchgrade = {strings(_package_data())}
+"""
+    (stage / "pyproject.toml").write_text(text, encoding="utf-8")
 
 
 def _zip(folder: Path, destination: Path) -> None:

@@ -28,8 +28,8 @@ def _fail(message: str) -> None:
 
 
 def _assignment(path: str | None, *, checks: str | None = None):
-    """The course's assignment; with `checks` ("visible" or "all"), its checks are read for authoring
-    mistakes first (torchgrade.course)."""
+    """The course's assignment; with `checks` ("collect": its check files imported too, or "read"), the
+    course is validated first (torchgrade.course.validate_course): one line and exit 2 for a mistake."""
     try:
         assignment = load_assignment(path)
     except ConfigError as e:
@@ -39,22 +39,30 @@ def _assignment(path: str | None, *, checks: str | None = None):
     return assignment
 
 
-def _check_course(assignment, checks: str) -> None:
-    """Refuse, in one line, a course with an authoring mistake in its checks ("visible" or "all")."""
+def _check_course(assignment, checks: str = "collect") -> None:
+    """Refuse, in one line, a course with an authoring mistake; print its notes ("collect" or "read")."""
     from .sandbox.warmup import importing
 
     with importing():  # it imports torch and the checks, for this process to grade with next
-        mistake = course_mistake(assignment, include_hidden=checks == "all")
+        mistake = course_mistake(assignment, collect=checks == "collect")
     if mistake:
         _fail(mistake)
+    _course_notes(assignment)
 
 
-def course_mistake(assignment, include_hidden: bool = True) -> str | None:
-    """The first authoring mistake in a course's checks, in one line, or None."""
-    from .course import CourseError, check_course
+def _course_notes(assignment) -> None:
+    from .course import course_notes
+
+    for note in course_notes(assignment):
+        click.echo(f"torchgrade: note: {note}", err=True)
+
+
+def course_mistake(assignment, collect: bool = True) -> str | None:
+    """The first authoring mistake of a course (torchgrade.course.validate_course), in one line, or None."""
+    from .course import CourseError, validate_course
 
     try:
-        check_course(assignment, include_hidden=include_hidden)
+        validate_course(assignment, collect=collect)
     except CourseError as e:
         return str(e)
     return None
@@ -72,6 +80,11 @@ def _check_targets(assignment, targets: tuple[str, ...]) -> None:
     for target in targets:
         name, sep, check_name = target.partition("::")
         if name not in known or (sep and not check_name):
+            from .course import did_you_mean
+
+            near = did_you_mean(name, known)
+            if near:
+                _fail(f"unknown exercise or target '{target}'{near}")
             _fail(f"unknown exercise or target '{target}' (try one of: "
                   f"{', '.join(e.name for e in assignment.exercises)}, an exercise.target such as "
                   f"{assignment.targets[0].qualname}, or the exercise.target::test_name a failure prints)")
@@ -113,7 +126,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     assignment = _assignment(assignment_path)
     # the sandbox imports torch while this process checks the course (importing it too) and collects the checks
     start_early(assignment.probes_dir)
-    _check_course(assignment, "visible")
+    _check_course(assignment, "read")  # a visible check file that does not import: grading says so, same line
     folder = path or assignment.stubs_dir
     if not folder.is_dir():
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
@@ -340,7 +353,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
         # (this process keeps its sandbox if it grades, -j 1); a pool's fork server imports meanwhile.
         pool = executor == "local" and jobs > 1
         if not pool:
-            _check_course(assignment, "all")
+            _check_course(assignment)
         level = _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
         if pool:  # the course is checked in a fork of the fork server: this process never imports torch
             from .executors.local import call_in_fork_server, start_fork_server
@@ -349,6 +362,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
             mistake = call_in_fork_server(course_mistake, assignment)
             if mistake:
                 _fail(mistake)
+            _course_notes(assignment)
         if level == "process":  # said once the run will go ahead: an authoring mistake is the one line then
             click.echo(PROCESS_WARNING, err=True)
         with locked(out):
@@ -420,7 +434,7 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     """
     from .gradescope import GradescopeError, build
 
-    assignment = _assignment(assignment_path)
+    assignment = _assignment(assignment_path, checks="collect")
     try:
         built = build(assignment, out, device)
     except GradescopeError as e:
@@ -505,7 +519,7 @@ def stubs(check_only: bool, assignment_path: str | None) -> None:
     """Generate the student stubs (exercises/) from the reference solutions' solution markers."""
     from .authoring import MarkerError, docstring_problems, generate_stubs, make_stub
 
-    assignment = _assignment(assignment_path)
+    assignment = _assignment(assignment_path, checks="collect")
     try:
         changed = generate_stubs(assignment.reference_dir, assignment.stubs_dir, write=not check_only)
         problems = [p for ref in sorted(assignment.reference_dir.glob("*.py"))
@@ -542,7 +556,7 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     """
     from .bundle import BundleError, build_bundle
 
-    assignment = _assignment(assignment_path, checks="visible")
+    assignment = _assignment(assignment_path, checks="collect")
     try:
         built = build_bundle(assignment, out, name=name, device=device, verify=verify)
     except (BundleError, GradingError) as e:
@@ -613,7 +627,7 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     _check_targets(assignment, targets)
     if jobs == 1:
         start_early(assignment.probes_dir)
-    _check_course(assignment, "all")
+    _check_course(assignment)
     try:
         if jobs == 1:
             host.started()

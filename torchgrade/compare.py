@@ -114,6 +114,11 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = ""
         raise Mismatch(t("device", what=what, expected=expected.device.type, actual=actual.device.type), "device", path)
     if exact or not (expected.is_floating_point() or expected.is_complex()):
         rtol, atol = 0.0, 0.0
+    elif (rtol is None) != (atol is None):  # a check may set one: the other keeps the dtype's default
+        from torch.testing._comparison import default_tolerances
+
+        default_rtol, default_atol = default_tolerances(expected)
+        rtol, atol = (default_rtol if rtol is None else rtol), (default_atol if atol is None else atol)
     try:
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True, check_device=False)
     except AssertionError:

@@ -2,25 +2,37 @@
 
 Grading a course whose checks do not match its assignment file would give wrong maxima (a target
 with no checks drops out of the total) or charge students for the author's slip (a probe that does
-not exist). So every command that grades first reads the course's check files (their syntax only,
-nothing is run) and refuses, with the file and the line, when:
+not exist). So every command that reads a course (check, grade, stubs, bundle, gradescope, audit)
+runs the one validation here, ``validate_course``, and refuses, with the file and the line, when:
 
 - the checks folder or its ``visible/`` folder is missing;
-(A check file for an exercise the assignment does not list is not graded: an assignment may take a
-part of a course's checks. A misspelt file name shows as a target without checks.)
+- the course's probes folder does not import;
+- a check file names an exercise that neither the assignment nor the reference has (a misspelt
+  file name; an exercise the course has, with a reference module, but this assignment leaves out
+  on purpose is allowed and only noted);
 - a check is marked for a target its exercise lacks, or carries no ``@pytest.mark.target``;
-- a target has no check at all (visible or hidden);
 - a check asks for a probe (``probe="..."``) that neither the engine nor the course defines;
-- the course's probes folder does not import.
+- the reference lacks an exercise's module, or a module lacks one of its targets;
+- the hints file names an exercise, target or check the course does not have;
+- a target has no check at all (visible or hidden);
+- a check file does not import (``collect=True``: its module is imported, as pytest collects it).
+
+Near misses of exercise, target, check and probe names get a "did you mean". A student bundle
+(``bundle.json`` beside its assignment file) has neither reference solutions nor hidden checks: the
+rules that need them are left to the course it was built from.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Assignment
+
+#: The manifest a student bundle carries (torchgrade/bundle.py): its course was validated when it was built.
+BUNDLE_MANIFEST = "bundle.json"
 
 
 class CourseError(Exception):
@@ -35,6 +47,12 @@ class _Check:
     target: str | None
 
 
+def did_you_mean(name: str, known, *, quote: str = "'") -> str:
+    """`` (did you mean 'x'?)`` for the nearest of `known` to a misspelt `name`, else ""."""
+    near = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    return f" (did you mean {quote}{near[0]}{quote}?)" if near else ""
+
+
 def _target_of(decorators: list[ast.expr]) -> str | None:
     """The name in ``@pytest.mark.target("name")`` among a function's decorators, if any."""
     for decorator in decorators:
@@ -45,12 +63,16 @@ def _target_of(decorators: list[ast.expr]) -> str | None:
     return None
 
 
-def _read(file: Path) -> tuple[list[_Check], list[tuple[int, str]]]:
-    """The checks of one file (name, line, target) and the probes it names (line, probe)."""
+def _parse(file: Path) -> ast.Module:
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+        return ast.parse(file.read_text(encoding="utf-8"), str(file))
     except (OSError, UnicodeDecodeError, SyntaxError) as e:
         raise CourseError(f"{file}: cannot be read as Python ({e})") from None
+
+
+def _read(file: Path) -> tuple[list[_Check], list[tuple[int, str]]]:
+    """The checks of one file (name, line, target) and the probes it names (line, probe)."""
+    tree = _parse(file)
     module_target = None
     for node in tree.body:  # pytestmark = pytest.mark.target("name") marks every check of the file
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
@@ -65,8 +87,56 @@ def _read(file: Path) -> tuple[list[_Check], list[tuple[int, str]]]:
     return checks, probes
 
 
-def check_course(assignment: Assignment, *, include_hidden: bool = True) -> None:
-    """Raise CourseError for the first authoring mistake in the course's checks (see the module's list)."""
+def _defined_names(tree: ast.Module) -> set[str] | None:
+    """The names a module defines at its top level, or None where it cannot be told without running it."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            return None  # names defined conditionally: the import will tell
+    return None if "__getattr__" in names else names
+
+
+def is_bundle(assignment: Assignment) -> bool:
+    """Whether this is a student bundle (no reference solutions, no hidden checks by design)."""
+    return (assignment.root / BUNDLE_MANIFEST).is_file()
+
+
+def course_notes(assignment: Assignment) -> list[str]:
+    """Lines about the course that are not mistakes: exercises it has but this assignment leaves out.
+    (Reads file names only: a parent that never imports torch may ask.)"""
+    listed = {e.name for e in assignment.exercises}
+    notes = []
+    for exercise, files in _check_files(assignment).items():
+        if exercise not in listed and (assignment.reference_dir / f"{exercise}.py").is_file():
+            notes.append(f"exercise '{exercise}' has checks ({', '.join(f.name for f in files)}) and a reference, "
+                         f"but {assignment.path.name} leaves it out: it is not graded")
+    return notes
+
+
+def _check_files(assignment: Assignment) -> dict[str, list[Path]]:
+    """{exercise: its check files} over visible/ and hidden/ (where there is one)."""
+    found: dict[str, list[Path]] = {}
+    for folder in (assignment.checks_dir / "visible", assignment.checks_dir / "hidden"):
+        for file in sorted(folder.glob("test_*.py")) if folder.is_dir() else ():
+            found.setdefault(file.stem.removeprefix("test_"), []).append(file)
+    return found
+
+
+def validate_course(assignment: Assignment, *, collect: bool = True) -> list[str]:
+    """The one validation of a course: raise CourseError, in one line, for its first authoring mistake
+    (the module's list); return its notes (`course_notes`). With `collect`, the check files are also
+    imported as pytest collects them (it imports torch and the course's checks into this process)."""
     from .sandbox.probes import PROBES, ProbeLoadError, load_course
 
     visible = assignment.checks_dir / "visible"
@@ -77,31 +147,115 @@ def check_course(assignment: Assignment, *, include_hidden: bool = True) -> None
         load_course(assignment.probes_dir)
     except ProbeLoadError as e:
         raise CourseError(f"the course's probes do not import: {e}") from None
-    folders = [visible] + ([assignment.checks_dir / "hidden"] if include_hidden else [])
+    bundle = is_bundle(assignment)
     exercises = {e.name: e for e in assignment.exercises}
     checked: set[str] = set()
-    for folder in folders:
-        for file in sorted(folder.glob("test_*.py")) if folder.is_dir() else ():
-            exercise = file.stem.removeprefix("test_")
-            if exercise not in exercises:
-                continue  # not graded (the plugin deselects its checks)
-            targets = {t.name for t in exercises[exercise].targets}
+    check_names: set[str] = set()
+    for exercise, files in _check_files(assignment).items():
+        if exercise not in exercises:
+            if (assignment.reference_dir / f"{exercise}.py").is_file():
+                continue  # left out on purpose (a note; the plugin deselects its checks)
+            raise CourseError(f"{files[0]}: checks for an exercise '{exercise}', which neither {assignment.path.name} "
+                              f"nor {assignment.reference_dir.name}/ has{did_you_mean(exercise, exercises)}")
+        targets = {t.name for t in exercises[exercise].targets}
+        for file in files:
             checks, probes = _read(file)
             for c in checks:
                 if c.target is None:
                     raise CourseError(f"{file}:{c.line}: {c.name} has no @pytest.mark.target('name')")
                 if c.target not in targets:
                     raise CourseError(f"{file}:{c.line}: {c.name} is marked for target '{c.target}', which exercise "
-                                      f"'{exercise}' in {assignment.path.name} does not have "
-                                      f"(targets: {', '.join(sorted(targets))})")
+                                      f"'{exercise}' in {assignment.path.name} does not have"
+                                      + (did_you_mean(c.target, targets) or f" (targets: {', '.join(sorted(targets))})"))
                 checked.add(f"{exercise}.{c.target}")
+                check_names.add(f"{exercise}.{c.target}::{c.name}")
             for line, name in probes:
                 if name not in PROBES:
-                    raise CourseError(f"{file}:{line}: probe '{name}' does not exist (define it with @probe in "
-                                      f"{assignment.probes_dir}, or use a built-in one: see docs/probes.md)")
-    if include_hidden:
+                    raise CourseError(f"{file}:{line}: probe '{name}' does not exist{did_you_mean(name, PROBES)} "
+                                      f"(define it with @probe in {assignment.probes_dir}, or use a built-in one: "
+                                      f"see docs/probes.md)")
+    if not bundle:
         for target in assignment.targets:
             if target.qualname not in checked:
                 raise CourseError(f"{assignment.path.name}: target {target.qualname} ({target.points:g} points) has no "
                                   f"check; add one to {assignment.checks_dir.name}/visible/test_{target.exercise}.py "
                                   f"or hidden/test_{target.exercise}.py, or remove the target")
+        _check_reference(assignment)
+    if not bundle:  # (a bundle's hints file is its course's, validated when the bundle was built)
+        _check_hints(assignment, check_names)
+    if collect:
+        _collect(assignment)
+    return course_notes(assignment)
+
+
+def _check_reference(assignment: Assignment) -> None:
+    """Every exercise has a reference module, and it defines every target (read, not run)."""
+    folder = assignment.reference_dir
+    modules = {p.stem for p in folder.glob("*.py")} if folder.is_dir() else set()
+    for exercise in assignment.exercises:
+        file = folder / f"{exercise.name}.py"
+        if not file.is_file():
+            raise CourseError(f"{file}: no such file: exercise '{exercise.name}' has no reference solution"
+                              f"{did_you_mean(exercise.name, modules)}")
+        defined = _defined_names(_parse(file))
+        if defined is None:
+            continue
+        for target in exercise.targets:
+            if target.name not in defined:
+                raise CourseError(f"{file}: defines no '{target.name}', a target of exercise '{exercise.name}' in "
+                                  f"{assignment.path.name}{did_you_mean(target.name, defined)}")
+
+
+def _check_hints(assignment: Assignment, check_names: set[str]) -> None:
+    """Every hint names an exercise, a target or a check (exercise.target::test_name) of the course: of this
+    assignment, or one the course's reference defines that this assignment leaves out."""
+    known = {"*"} | {e.name for e in assignment.exercises} | {t.qualname for t in assignment.targets}
+    for where, _kind in assignment.hints:
+        if where in known or where in check_names:
+            continue
+        exercise, _, target = where.split("::")[0].partition(".")
+        reference = assignment.reference_dir / f"{exercise}.py"
+        graded = "::" in where and where.split("::")[0] in known  # a check of a graded target: it must exist
+        if reference.is_file() and not graded:
+            defined = _defined_names(_parse(reference))
+            if not target or defined is None or target in defined:
+                continue  # the course has it (its reference defines it); this assignment leaves it out
+        raise CourseError(f"{assignment.hints_file}: hints.{where}: the course has no exercise, target or check "
+                          f"of that name{did_you_mean(where, known | check_names)}")
+
+
+def collection_mistake(checks_dir: Path, nodeid: str, longrepr: str) -> str:
+    """One line for a check file that does not import: the file and the error pytest ends its report with.
+
+    What the failed import left in sys.modules is dropped: pytest would take it as imported next time."""
+    import os
+    import sys
+
+    path = checks_dir / nodeid.split("::")[0]
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.abspath(file) == os.path.abspath(path):
+            del sys.modules[name]
+    lines = [line for line in longrepr.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    error = errors[-1] if errors else (lines[-1].strip() if lines else "unknown error")
+    return f"{path}: this check file cannot be imported: {error}"  # (the absolute path, as the other lines)
+
+
+def _collect(assignment: Assignment) -> None:
+    """Import every check file as grading would (pytest's collection), or CourseError for the first that fails."""
+    from .grading import GradingError
+    from .session import CheckSession
+
+    session = CheckSession(assignment, device="cpu", include_hidden=True)
+    try:
+        session.open()
+    except GradingError as e:
+        raise CourseError(str(e).splitlines()[0] if str(e) else "the checks could not be collected") from None
+    finally:
+        session.close()
+
+
+def check_course(assignment: Assignment, *, include_hidden: bool = True) -> None:
+    """`validate_course` without importing the check files (kept for callers of the earlier name)."""
+    validate_course(assignment, collect=False)

@@ -15,8 +15,12 @@ the request's device; a check that finds neither is skipped, its points set asid
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
+import difflib
+import functools
+import re
 import hashlib
 import importlib.util
 import sys
@@ -29,6 +33,7 @@ import torch
 
 from . import compare as comparison
 from .config import Assignment, Target
+from .feedback import missing_module
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
@@ -229,6 +234,53 @@ def reference_outcome(path: Path, target: str, request: dict) -> dict:
     return outcome
 
 
+_FRAME = re.compile(r'^  File "[^"]*", line \d+, in (\S+)$', re.MULTILINE)
+
+
+def _unfinished_part(value: Any, target: str) -> str | None:
+    """The function of the target that raised NotImplementedError, where it is not the target itself
+    (a Function's backward, a module's forward), from the student's traceback."""
+    raised = _first_raised_of(value, "NotImplementedError")
+    frames = _FRAME.findall((raised or {}).get("traceback") or "")
+    part = frames[-1] if frames else None
+    return part if part and part not in (target, "<module>") else None
+
+
+def _first_raised_of(value: Any, name: str) -> dict | None:
+    if isinstance(value, dict):
+        if value.get("__raised__") == name:
+            return value
+        values = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        values = list(value)
+    else:
+        return None
+    return next((found for v in values if (found := _first_raised_of(v, name)) is not None), None)
+
+
+@functools.lru_cache(maxsize=256)
+def _defines_function(path: Path, mtime: float, name: str) -> bool:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # (a submission's file, in a bundle: whatever it holds, the call is shown without .apply)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return any((b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "Function"
+                       for b in node.bases)
+    return False
+
+
+def _is_autograd_function(reference: Path, submission: Path, name: str) -> bool:
+    """Whether `name` is a ``torch.autograd.Function`` (read from the reference, else the submission, not run)."""
+    for path in (reference, submission):
+        try:
+            return _defines_function(path, path.stat().st_mtime, name)
+        except OSError:
+            continue
+    return False
+
+
 def _raised_anywhere(value: Any, name: str) -> bool:
     """Whether an outcome holds an exception of this type anywhere (NotImplementedError is a
     RuntimeError, so a stub must not pass a check that expects a RuntimeError)."""
@@ -286,13 +338,15 @@ class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
     def __init__(self, assignment: Assignment, target: Target, submission: Path, sandbox: Sandbox,
-                 patterns: tuple[str, ...], hidden: bool):
+                 patterns: tuple[str, ...], hidden: bool, check: str | None = None):
         self.assignment = assignment
         self.target = target
         self.submission = submission
         self.sandbox = sandbox
         self.patterns = patterns
         self.hidden = hidden
+        #: The check's function name: the course's hints may be written for one check.
+        self.check = check
         self.seed: int | None = None
 
     def random(self, seed: int) -> torch.Generator:
@@ -301,16 +355,21 @@ class Differential:
         return torch.Generator().manual_seed(seed)
 
     def describe_call(self, args: tuple, kwargs: dict) -> str:
-        """The call as a student would write it, with its inputs described (values only in visible checks)."""
+        """The call as a student would write it, with its inputs described (values only in visible checks);
+        an autograd Function is called through its ``apply``."""
         parts = [_short(a, not self.hidden) for a in args] + [f"{k}={_short(v, not self.hidden)}" for k, v in kwargs.items()]
-        text = f"{self.target.name}({', '.join(parts)})"
+        name = self.target.name
+        if _is_autograd_function(self.assignment.reference_dir / f"{self.target.exercise}.py",
+                                 self.submission / f"{self.target.exercise}.py", name):
+            name += ".apply"
+        text = f"{name}({', '.join(parts)})"
         if self.seed is not None:
             text += " " + t("seed", seed=self.seed)
         return text
 
-    def failure(self, kind: str, text: str, error: type[Exception] | None = None) -> Exception:
+    def failure(self, kind: str, text: str, error: type[Exception] | None = None, fact: str | None = None) -> Exception:
         """A failure of this kind, its message followed by the hint for it (the course's hints, then torchgrade/hints.py) when there is one."""
-        advice = hint(self.target.qualname, kind, course=self.assignment.hints)
+        advice = hint(self.target.qualname, kind, course=self.assignment.hints, check=self.check, fact=fact)
         if advice:
             text += "\n" + t("hint", text=advice)
         return (error or CheckFailed)(text)
@@ -325,6 +384,11 @@ class Differential:
         raises for these inputs too (only then does a message say "as <like> does"). Returns (expected, actual).
         """
         __tracebackhide__ = True
+        from .sandbox.probes import PROBES
+
+        if probe not in PROBES:  # a name the course built at run time: the course's slip, said as such
+            near = difflib.get_close_matches(str(probe), sorted(PROBES), n=1)
+            raise GraderError(t("unknown_probe", probe=probe, near=t("did_you_mean", name=near[0]) if near else ""))
         kwargs, options = kwargs or {}, options or {}
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
         call = t("called", call=self.describe_call(args, kwargs))
@@ -332,10 +396,12 @@ class Differential:
                                      self.target.name, request)["value"]
         if _reference_only:  # recording for a bundle: no student here (see `recording`)
             return expected, wire.decode(wire.encode(expected))
-        reply = self._student_reply(request, call)
+        reply = self._student_reply(request, call, expected, accept, like)
         value = reply["value"]
         if _raised_anywhere(value, "NotImplementedError"):
-            raise CheckFailed(t("not_implemented", name=self.target.name))
+            part = _unfinished_part(value, self.target.name)
+            raise CheckFailed(t("not_implemented_part", name=self.target.name, part=part) if part
+                              else t("not_implemented", name=self.target.name))
         try:
             comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
         except comparison.Mismatch as e:
@@ -343,15 +409,18 @@ class Differential:
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
             if raised and raised.get("traceback"):
                 detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
-            raise self.failure(failure_kind(e), f"{call}\n{detail}") from None
+            parts = comparison.path_parts(e.path)
+            fact = parts[0] if parts and isinstance(parts[0], str) else None
+            raise self.failure(failure_kind(e), f"{call}\n{detail}", fact=fact) from None
         return expected, value
 
-    def _student_reply(self, request: dict, call: str) -> dict:
+    def _student_reply(self, request: dict, call: str, expected: Any = None, accept: tuple[str, ...] = (),
+                       like: str | None = None) -> dict:
         __tracebackhide__ = True
         exercise, name = self.target.exercise, self.target.name
         path = self.submission / f"{exercise}.py"
         if not path.is_file():
-            raise SubmissionError(t("missing_file", exercise=exercise, name=name))
+            raise SubmissionError(missing_module(self.assignment, exercise))
         violations = static_violations(path, name, self.patterns)
         if violations:
             raise self.failure("forbidden", forbidden_message(violations, name), ForbiddenCallFailure)
@@ -375,6 +444,12 @@ class Differential:
         if forbidden:
             raise self.failure("forbidden", forbidden_message(forbidden, name), ForbiddenCallFailure)
         if "probe_error" in reply:
+            if reply.get("returned") and isinstance(expected, dict) and "__raised__" in expected:
+                # it should have raised, and returned an object instead (a class built without complaint)
+                text = t("not_raised_like" if like else "not_raised", exception=" or ".join((expected["__raised__"], *accept)),
+                         kind=t("kind_other", name=reply["returned"]), like=like,
+                         message=comparison.clip((expected.get("message") or "").split("\n")[0], 200))
+                raise self.failure("not_raised", f"{call}\n{text}")
             raise self.failure("probe", f"{call}\n{reply['probe_error']}")
         if "value" not in reply:
             raise SubmissionError(f"{call}\n{t('incomplete_reply')}")

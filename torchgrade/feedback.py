@@ -35,6 +35,8 @@ class CheckView:
     rerun: str | None
     hidden: bool
     not_implemented: bool
+    #: Its module is missing from the submission: the exercise says so once, with no rerun per check.
+    missing: bool = False
 
     @property
     def status(self) -> str:
@@ -91,6 +93,8 @@ class ExerciseView:
     name: str
     title: str
     targets: list[TargetView]
+    #: "conv.py is missing: its 18 points are not graded" where the submission lacks the module, else None.
+    missing: str | None = None
 
     @property
     def score(self) -> float:
@@ -168,9 +172,29 @@ def _claim(result: CheckResult) -> str:
     return name
 
 
-def _check_view(result: CheckResult, instructor: bool, path: str | None, assignment: str | None) -> CheckView:
+def missing_module(assignment: Assignment, exercise: str, lang: str | None = None) -> str:
+    """The one line a report gives a module the submission lacks (each of its checks carries it, from
+    torchgrade.differential)."""
+    from .i18n import t
+
+    points = assignment.exercise(exercise).points
+    return t("missing_module", lang, exercise=exercise, points=f"{points:.2f}".rstrip("0").rstrip("."))
+
+
+def _missing_lines(assignment: Assignment) -> dict[str, str]:
+    """{the missing-module line in each language: exercise}."""
+    from .i18n import LANGUAGES
+
+    return {missing_module(assignment, e.name, lang): e.name for e in assignment.exercises for lang in LANGUAGES}
+
+
+def _check_view(result: CheckResult, instructor: bool, path: str | None, assignment: str | None,
+                missing: dict[str, str] | None = None) -> CheckView:
     hidden = result.visibility != "visible"
     failed = result.status in ("failed", "error")
+    if failed and (missing or {}).get(result.output) == result.exercise:
+        return CheckView(result=result, claim=_claim(result), message=result.output, hint="", rerun=None,
+                         hidden=hidden, not_implemented=False, missing=True)
     message, advice = split_hint(result.output) if failed else (result.output, "")
     if hidden and not instructor:
         message, advice = "", ""
@@ -185,14 +209,17 @@ def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, pat
     """The view of one grade; `path` and `assignment_arg` are the --path and --assignment to repeat in
     rerun commands (None: the default)."""
     by_target: dict[tuple[str, str], list[CheckView]] = {}
+    missing = _missing_lines(assignment)
     for result in grade.tests:
-        by_target.setdefault((result.exercise, result.target), []).append(_check_view(result, instructor, path, assignment_arg))
+        by_target.setdefault((result.exercise, result.target), []).append(
+            _check_view(result, instructor, path, assignment_arg, missing))
     exercises = []
     for exercise in assignment.exercises:
         targets = [TargetView(exercise.name, t.name, by_target.pop((exercise.name, t.name)))
                    for t in exercise.targets if (exercise.name, t.name) in by_target]
         if targets:
-            exercises.append(ExerciseView(exercise.name, exercise.title, targets))
+            lacking = next((c.message for tv in targets for c in tv.checks if c.missing), None)
+            exercises.append(ExerciseView(exercise.name, exercise.title, targets, missing=lacking))
     for (exercise, name), checks in by_target.items():  # checks of targets the assignment does not list
         exercises.append(ExerciseView(exercise, exercise, [TargetView(exercise, name, checks)]))
     skipped = Counter(r.output.split("\n", 1)[0] for r in grade.tests if r.status == "skipped")

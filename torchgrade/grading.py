@@ -23,13 +23,21 @@ class GradingError(Exception):
 class _Collector:
     """Receives the finished grade from the plugin before the session is torn down."""
 
-    def __init__(self) -> None:
+    def __init__(self, checks_dir: Path) -> None:
+        self.checks_dir = checks_dir
         self.grade: Grade | None = None
+        self.collect_error: str | None = None
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         from .plugin import grade_key  # (imports torch: not for the parent of a pool, which only writes files)
 
         self.grade = config.stash.get(grade_key, None)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and self.collect_error is None:  # a check file that does not import: one line
+            from .course import collection_mistake
+
+            self.collect_error = collection_mistake(self.checks_dir, report.nodeid, report.longreprtext)
 
 
 def check_dirs(assignment: Assignment, include_hidden: bool) -> list[Path]:
@@ -51,10 +59,12 @@ def grade_submission(submission: Path, assignment: Assignment, *, device: str = 
         args += ["--target", name]
     if stop_first:
         args.append("-x")
-    collector = _Collector()
+    collector = _Collector(assignment.checks_dir)
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
         code = pytest.main(args, plugins=[collector])
+    if collector.collect_error is not None:
+        raise GradingError(collector.collect_error)
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED) \
             or collector.grade is None:
         if code == pytest.ExitCode.NO_TESTS_COLLECTED:

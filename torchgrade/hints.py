@@ -1,8 +1,11 @@
-"""Hints for a stuck student, keyed by target and failure kind: the course's, then the engine's.
+"""Hints for a stuck student, keyed by check, target or exercise, and by fact or failure kind: the
+course's, then the engine's.
 
-A failing check's message ends with the hint of the most specific entry that matches: the target
-(``tensors.view``), then its exercise (``tensors``) from the course's hints file (``hints:`` in
-assignment.yaml, ``load_course_hints``), then the engine's defaults here (``*``), for the failure's
+A failing check's message ends with the hint of the most specific entry that matches: the check
+(``tensors.view::test_infers_minus_one``), then the target (``tensors.view``), then its exercise
+(``tensors``) from the course's hints file (``hints:`` in assignment.yaml, ``load_course_hints``),
+then the engine's defaults here (``*``). At each of those, a hint for the fact of the probe's result
+that differed (``facts: {heads: ...}``: the first differing key) comes before one for the failure's
 kind. Kinds come from the comparison (``torchgrade.compare.Mismatch.kind``), refined by which fact of
 the outcome differed (``failure_kind``), or from the differential itself (``forbidden``,
 ``timeout``, ...). Every engine hint is written in English and Chinese; a course's may give English only.
@@ -51,11 +54,20 @@ def failure_kind(mismatch: Mismatch) -> str:
     return mismatch.kind
 
 
+#: How a hint for a fact is keyed beside the kinds: (where, FACT + key).
+FACT = "fact:"
+
+
 def hint(qualname: str, kind: str, lang: str | None = None,
-         course: dict[tuple[str, str], Hint] | None = None) -> str | None:
-    """The hint for a failure of `kind` in `qualname` (``exercise.target``), or None."""
+         course: dict[tuple[str, str], Hint] | None = None, *, check: str | None = None,
+         fact: str | None = None) -> str | None:
+    """The hint for a failure of `kind` in `qualname` (``exercise.target``), or None; `check` (the check's
+    function name) and `fact` (the first differing key of the probe's result) pick more specific ones."""
     exercise = qualname.split(".")[0]
-    for key in ((qualname, kind), (exercise, kind), ("*", kind)):
+    places = ([f"{qualname}::{check}"] if check else []) + [qualname, exercise]
+    keys = [(where, wanted) for where in places
+            for wanted in ([FACT + fact] if fact else []) + [kind]] + [("*", kind)]
+    for key in keys:
         entry = (course or {}).get(key) or HINTS.get(key)
         if entry:
             return entry.get(lang or language()) or entry["en"]
@@ -81,6 +93,12 @@ def load_course_hints(path: Path) -> tuple[dict[tuple[str, str], Hint], dict[str
         if not isinstance(kinds, dict):
             raise HintsError(f"{path}: hints.{where}: expected a mapping of failure kinds")
         for kind, entry in kinds.items():
+            if kind == "facts":  # facts: {key of the probe's result: hint}, for when that key differs first
+                if not isinstance(entry, dict):
+                    raise HintsError(f"{path}: hints.{where}.facts: expected a mapping of a probe's keys to hints")
+                for key, text in entry.items():
+                    hints[(str(where), FACT + str(key))] = _entry(text, path, f"hints.{where}.facts.{key}")
+                continue
             if kind not in KINDS:
                 raise HintsError(f"{path}: hints.{where}.{kind}: unknown failure kind (one of: {', '.join(KINDS)})")
             hints[(str(where), kind)] = _entry(entry, path, f"hints.{where}.{kind}")

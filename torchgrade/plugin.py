@@ -13,7 +13,7 @@ import torch
 
 from . import config as config_module
 from . import i18n
-from .differential import CheckFailed, Differential, ForbiddenCallFailure, SubmissionError
+from .differential import CheckFailed, Differential, ForbiddenCallFailure, GraderError, SubmissionError
 from .sandbox import host
 from .sandbox.host import Sandbox, isolation_level
 from .sandbox.probes import ProbeLoadError, load_course
@@ -201,7 +201,7 @@ def _differential(item: pytest.Item) -> Differential:
     except KeyError:
         raise pytest.UsageError(f"{item.nodeid}: {exercise}.{name} is not in {state.assignment.path.name}") from None
     return Differential(state.assignment, target, state.submission, state.sandbox, target.forbidden,
-                        hidden=_visibility(item, state) == "hidden")
+                        hidden=_visibility(item, state) == "hidden", check=getattr(item, "originalname", item.name))
 
 
 def _message(excinfo: pytest.ExceptionInfo) -> str:
@@ -210,6 +210,8 @@ def _message(excinfo: pytest.ExceptionInfo) -> str:
         return str(error)
     if isinstance(error, AssertionError):
         return str(error) or "assertion failed"
+    if isinstance(error, GraderError):  # the course's or the engine's slip, in its own words
+        return i18n.t("grader_error", error=str(error))
     return i18n.t("grader_error", error=excinfo.exconly())
 
 

@@ -54,6 +54,7 @@ def reference_page() -> str:
         lines += ["Options: " + (", ".join(f"`{k}` (default `{v}`)" if v != "required" else f"`{k}` (required)"
                                            for k, v in found.items()) if found else "none") + ".", ""]
     lines += ["## Failure kinds", "",
-              "A failing comparison has a kind; a course's `hints.yaml` keys its hints by target (or exercise)",
-              "and kind: " + ", ".join(f"`{k}`" for k in KINDS) + ".", ""]
+              "A failing comparison has a kind; a course's `hints.yaml` keys its hints by check, target or",
+              "exercise, and by the fact that differed (`facts:`) or the kind (see docs/authoring.md, \"Hints\"):",
+              ", ".join(f"`{k}`" for k in KINDS) + ".", ""]
     return "\n".join(lines)

@@ -112,8 +112,10 @@ def keeps_input(target: Target, args: tuple, kwargs: dict) -> dict:
     return {"value": tensor(out), "input_unchanged": bool(torch.equal(x, before))}
 ''',
     "graders/hints.yaml": '''\
-# Hints end the message of a failing check: the target's (activations.relu), else its exercise's,
-# else the engine's, for the kind of failure (kinds: docs/probes.md). English, and zh if you like.
+# Hints end the message of a failing check: one check's (activations.relu::test_name), else the
+# target's (activations.relu), else its exercise's, else the engine's; at each, a hint for the fact
+# that differed (facts: {key: text}) before one for the kind of failure (kinds: docs/probes.md).
+# English, and zh if you like. A hint for a target the course does not have stops every command.
 hints:
   activations.relu:
     grad: "the gradient of relu is 1 where x > 0 and 0 elsewhere: build the result from x with tensor operations."

@@ -34,12 +34,15 @@ from .scoring import Grade
 class _CollectErrors:
     """Keeps collection failures (a check module that does not import) for the error message."""
 
-    def __init__(self) -> None:
+    def __init__(self, checks_dir: Path) -> None:
+        self.checks_dir = checks_dir
         self.errors: list[str] = []
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.errors.append(f"{report.nodeid}: {report.longreprtext[-1500:]}")
+        if report.failed:  # one line: the file and its error (torchgrade.course)
+            from .course import collection_mistake
+
+            self.errors.append(collection_mistake(self.checks_dir, report.nodeid, report.longreprtext))
 
 
 class CheckSession:
@@ -76,7 +79,7 @@ class CheckSession:
         """Configure pytest and collect the checks; GradingError if they cannot be collected."""
         if self._session is not None:
             return
-        errors = _CollectErrors()
+        errors = _CollectErrors(self.assignment.checks_dir)
         try:
             config = _prepareconfig(self._args(), [errors])
         except (pytest.UsageError, SystemExit) as e:
@@ -97,7 +100,7 @@ class CheckSession:
             raise GradingError(f"the checks could not be collected: {type(e).__name__}: {e}") from None
         if errors.errors or session.testsfailed:
             self.close()
-            raise GradingError("the checks could not be collected:\n" + "\n".join(errors.errors)[-3000:])
+            raise GradingError(errors.errors[0] if errors.errors else "the checks could not be collected")
         if not session.items:
             self.close()
             raise GradingError(f"no checks matched {', '.join(self.only) or 'the assignment'}")

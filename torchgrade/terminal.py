@@ -86,6 +86,9 @@ def render(view: SubmissionView, *, verbose: bool = False, totals: bool = True) 
     name_width = max((len(tv.name) for e in view.exercises for tv in e.targets), default=8)
     for ex in view.exercises:
         lines.append(_exercise_line(ex, width))
+        if ex.missing:  # one line for a module the submission lacks, not a failure per check
+            lines.append("    " + click.style(ex.missing, fg="red"))
+            continue
         if ex.passed:
             continue
         for tv in ex.targets:

@@ -417,7 +417,7 @@ def checked(reply: Any) -> dict:
     """A decoded reply with its text fields type-checked and cut to size; BadReply if it has the wrong shape."""
     if type(reply) is not dict:
         raise BadReply(f"the sandbox sent back a {type(reply).__name__}, not an outcome")
-    for key in ("probe_error", "sandbox_error", "traceback", "missing"):
+    for key in ("probe_error", "sandbox_error", "traceback", "missing", "returned"):
         if key in reply:
             reply[key] = _text(reply[key], key)
     if "import_error" in reply:

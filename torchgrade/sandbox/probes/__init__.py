@@ -192,7 +192,10 @@ def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dic
         return {"value": raised(e.error)}
     except ProbeError as e:
         return {"probe_error": str(e)}
-    return {"value": describe(value)}
+    try:
+        return {"value": describe(value)}
+    except ProbeError as e:  # what came back, by type: "expected ValueError, but the call returned a Block"
+        return {"probe_error": str(e), "returned": type(value).__qualname__}
 
 
 for _module in _MODULES:
