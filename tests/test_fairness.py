@@ -25,6 +25,7 @@ with warnings.catch_warnings():  # the checks' `target` mark is registered by th
     warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
     from graders.checks.hidden import test_conv as hidden_conv
     from graders.checks.hidden import test_tensors as hidden_tensors
+    from graders.checks.visible import test_tensors as visible_tensors
 
 from conftest import failures
 
@@ -91,6 +92,35 @@ def test_tensors_errors_are_those_of_the_torch_ops():
     assert raised_by(torch.zeros(3).scatter_add_, 0, torch.tensor([0, 3]), torch.ones(2)) in ("RuntimeError",
                                                                                               "IndexError")
     assert raised_by(torch.gather, torch.zeros(2, 2), 1, torch.tensor([[0, 2]])) in ("RuntimeError", "IndexError")
+
+
+def _tensors_error_cases():
+    """(op, target, table, case) for each error table of the visible tensors checks."""
+    tables = {"view": (lambda x, *shape: x.view(*shape), visible_tensors.VIEW_ERRORS),
+              "broadcast_to": (torch.broadcast_to, visible_tensors.BROADCAST_TO_ERRORS),
+              "scatter_": (lambda t, *a: t.scatter_(*a), visible_tensors.SCATTER_ERRORS),
+              "scatter_add_": (lambda t, *a: t.scatter_add_(*a), visible_tensors.SCATTER_ERRORS),
+              "gather": (torch.gather, visible_tensors.GATHER_ERRORS),
+              "one_hot": (F.one_hot, visible_tensors.ONE_HOT_ERRORS),
+              "broadcast_shape": (torch.broadcast_shapes, {  # its table holds the shapes themselves
+                  case: (lambda _device, shapes=shapes: shapes, accept)
+                  for case, (shapes, accept) in visible_tensors.BROADCAST_SHAPE_ERRORS.items()})}
+    return [(name, op, table, case) for name, (op, table) in tables.items() for case in table]
+
+
+@pytest.mark.parametrize("name, op, table, case", _tensors_error_cases(),
+                         ids=[f"{n}-{c}" for n, _, _, c in _tensors_error_cases()])
+def test_tensors_error_tables_accept_what_the_torch_op_raises(name, op, table, case):
+    """Each visible error check accepts the reference's type and what PyTorch raises for the same input."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reference_tensors", CHECKS.parent.parent / "reference" / "tensors.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    build, accept = table[case]
+    torch_kind = raised_by(op, *build("cpu"))
+    reference_kind = raised_by(getattr(reference, name), *build("cpu"))
+    assert torch_kind is not None and reference_kind is not None, (case, torch_kind, reference_kind)
+    assert torch_kind in (reference_kind, *accept), (case, torch_kind, reference_kind, accept)
 
 
 def test_vjp_error_is_that_of_backward():
