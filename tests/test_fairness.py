@@ -25,6 +25,7 @@ with warnings.catch_warnings():  # the checks' `target` mark is registered by th
     warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
     from graders.checks.hidden import test_conv as hidden_conv
     from graders.checks.hidden import test_tensors as hidden_tensors
+    from graders.checks.visible import test_conv as visible_conv
     from graders.checks.visible import test_tensors as visible_tensors
 
 from conftest import failures
@@ -92,6 +93,30 @@ def test_tensors_errors_are_those_of_the_torch_ops():
     assert raised_by(torch.zeros(3).scatter_add_, 0, torch.tensor([0, 3]), torch.ones(2)) in ("RuntimeError",
                                                                                               "IndexError")
     assert raised_by(torch.gather, torch.zeros(2, 2), 1, torch.tensor([[0, 2]])) in ("RuntimeError", "IndexError")
+
+
+@pytest.mark.parametrize("table, wrap", [
+    (visible_conv.CORR2D_SHAPE_ERRORS, lambda x, k: (x[None, None], k[None, None])),
+    (visible_conv.MULTI_IN_SHAPE_ERRORS, lambda x, k: (x[None], k[None])),
+    (visible_conv.MULTI_IN_OUT_SHAPE_ERRORS, lambda x, k: (x, k)),
+], ids=["corr2d", "corr2d_multi_in", "corr2d_multi_in_out"])
+def test_visible_corr2d_errors_are_those_of_conv2d(table, wrap):
+    for case, (x_shape, k_shape) in table.items():
+        assert raised_by(F.conv2d, *wrap(torch.ones(x_shape), torch.ones(k_shape))) == "RuntimeError", case
+
+
+@pytest.mark.parametrize("case", visible_conv.POOL_ARGUMENT_ERRORS)
+def test_visible_pool2d_errors_accept_what_torch_pooling_raises(case):
+    shape, pool_size, mode, stride, padding = visible_conv.POOL_ARGUMENT_ERRORS[case]
+    x = torch.ones(shape)
+    op = F.max_pool2d if mode == "max" else F.avg_pool2d
+    kind = raised_by(op, x if x.dim() < 2 else x[None], pool_size, stride, padding)
+    assert kind is not None and kind in ("ValueError", *visible_conv.POOL_ARGUMENT_ERROR_ACCEPT), (case, kind)
+
+
+def test_visible_pad2d_errors_accept_what_f_pad_raises():
+    for shape in [(5,), ()]:
+        assert raised_by(F.pad, torch.ones(shape), (1, 1, 1, 1)) in ("ValueError", *visible_conv.PAD_SHAPE_ERROR_ACCEPT)
 
 
 def _tensors_error_cases():
