@@ -573,6 +573,62 @@ def probes(markdown: bool, assignment_path: str | None) -> None:
 
 
 @main.command()
+@click.argument("targets", nargs=-1)
+@click.option("--seed", type=int, default=0, show_default=True, help="Which mutants --max-per-target picks.")
+@click.option("--max-per-target", type=click.IntRange(min=1), default=None,
+              help="Grade at most this many mutants per target, picked at random with --seed (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit as JSON instead of lines.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (each imports torch once and grades many mutants).")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="all", help=DEVICE_HELP)
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to write index.html (default: reports/audit in the course folder).")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_json: bool, jobs: int, device: str,
+          out: Path | None, assignment_path: str | None) -> None:
+    """Measure the course's checks on mutants of its reference (each: one small mistake).
+
+    TARGETS are exercises (tensors) or targets (tensors.view); none: all. Per target: the mutants
+    made, killed by a visible check, killed only by hidden checks, and each survivor as a one-line
+    diff; and the visible checks no mutant fails or that add nothing over another. Mark equivalent
+    mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md).
+
+    Exit status: 0 when every non-equivalent mutant is killed and every visible check measures
+    something, 1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
+    """
+    import json
+
+    from .audit import AuditError, lines, run_audit, write_page
+    from .sandbox import host
+
+    assignment = _assignment(assignment_path)
+    _check_targets(assignment, tuple(t for t in targets if "::" not in t) + tuple(
+        _fail(f"{t}: audit takes exercises or targets, not one check") for t in targets if "::" in t))
+    if jobs == 1:
+        start_early(assignment.probes_dir)
+    _check_course(assignment, "all")
+    try:
+        if jobs == 1:
+            host.started()
+        result = run_audit(assignment, targets, seed=seed, max_per_target=max_per_target, jobs=jobs, device=device,
+                           progress=None if as_json else lambda text: click.echo(text, err=True))
+    except host.IsolationError as e:
+        _fail(" ".join(str(e).split()))
+    except (AuditError, GradingError) as e:
+        _fail(" ".join(str(e).split()))
+    page = (out or assignment.root / "reports" / "audit") / "index.html"
+    write_page(result, page)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        for line in lines(result):
+            click.echo(line)
+        click.echo(f"report: {page}")
+    if not result.clean:
+        sys.exit(1)
+
+
+@main.command()
 @click.argument("folder", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--title", default="My course", show_default=True, help="The course's title in reports.")
 def init(folder: Path, title: str) -> None:

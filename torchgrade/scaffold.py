@@ -71,6 +71,11 @@ def test_passes_gradients_back_to_x(check, device):
 
 
 @pytest.mark.target("relu")
+def test_gradient_at_zero_is_zero_as_torch_relu(check, device):
+    check(torch.zeros(4, dtype=torch.float64, device=device), probe="call_with_grad")
+
+
+@pytest.mark.target("relu")
 def test_leaves_its_input_unchanged(check, device):
     check(torch.randn(6, generator=check.random(2)).to(device), probe="keeps_input")
 ''',

@@ -1,0 +1,379 @@
+"""`torchgrade audit`: mutants of the reference graded by the course's checks, on a course whose
+checks are deliberately weak (the survivors it must report are known), on bad input, and on the
+course `torchgrade init` makes (which must audit clean)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from torchgrade.cli import main
+from torchgrade.mutants import make_mutants
+
+REFERENCE = '''\
+"""Two small operations."""
+
+import torch
+
+
+def scale(x, factor=2):
+    """Return ``x * factor``; a negative ``factor`` raises ``ValueError``."""
+    # BEGIN SOLUTION
+    if factor < 0:
+        raise ValueError("factor must not be negative")
+    return x * factor
+    # END SOLUTION
+
+
+def first(x):
+    """Return ``x[0]``."""
+    # BEGIN SOLUTION
+    return x[0]
+    # END SOLUTION
+'''
+
+# Weak on purpose: "rejects a negative factor" never passes a negative factor, and the only visible
+# check of `first` gives a tensor whose elements are all equal.
+VISIBLE = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("scale")
+def test_scales_a_vector(check, device):
+    check(torch.tensor([1.0, 2.0], device=device), 3)
+
+
+@pytest.mark.target("scale")
+def test_rejects_a_negative_factor(check, device):
+    check(torch.tensor([1.0, 2.0], device=device), 4)
+
+
+@pytest.mark.target("first")
+def test_takes_the_first_element(check, device):
+    check(torch.tensor([5.0, 5.0, 5.0], device=device))
+'''
+
+HIDDEN = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("scale")
+def test_doubles_by_default(check, device):
+    check(torch.tensor([1.0, 2.0], device=device))
+
+
+@pytest.mark.target("first")
+def test_takes_the_first_of_distinct_elements(check, device):
+    check(torch.tensor([1.0, 2.0, 3.0], device=device))
+'''
+
+ASSIGNMENT = '''\
+title: A weak course
+reference: reference
+checks: graders/checks
+stubs: exercises
+time_limit: 10
+exercises:
+  ops:
+    targets:
+{targets}
+'''
+
+
+def make_course(root: Path, reference: str = REFERENCE, visible: str = VISIBLE, hidden: str = HIDDEN,
+                targets: str = "      scale: 2\n      first: 1") -> Path:
+    for name, text in {"assignment.yaml": ASSIGNMENT.format(targets=targets), "reference/ops.py": reference,
+                       "graders/checks/visible/test_ops.py": visible,
+                       "graders/checks/hidden/test_ops.py": hidden}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root / "assignment.yaml"
+
+
+def audit(*args):
+    return CliRunner().invoke(main, ["audit", "--device", "cpu", *[str(a) for a in args]], catch_exceptions=False)
+
+
+def errors(result) -> list[str]:
+    """What a failed audit said, less its progress lines; nothing on stdout."""
+    assert result.stdout == ""
+    return [line for line in result.stderr.splitlines() if not line.startswith("grading ")]
+
+
+def audited(*args) -> dict:
+    result = audit("--json", *args)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def by_target(data: dict) -> dict[str, dict]:
+    return {t["target"]: t for t in data["targets"]}
+
+
+def diffs(target: dict, verdict: str) -> set[str]:
+    return {m["diff"] for m in target["mutants"] if m["verdict"] == verdict}
+
+
+SURVIVORS = {
+    "ops.py:9: if factor < 0:  →  if factor <= 0:",
+    "ops.py:9: if factor < 0:  →  if factor < -1:",
+    "ops.py:9: if factor < 0:  →  if factor < 1:",
+    'ops.py:10: raise ValueError("factor must not be negative")  →  pass',
+    "ops.py:11: return x * factor  →  return x.detach() * factor",  # no check asks for a gradient
+    "ops.py:11: return x * factor  →  return x.mul_(factor)",  # no check looks at the input afterwards
+}
+
+
+def test_a_weak_course_reports_exactly_the_survivors_its_checks_let_through(tmp_path):
+    course = make_course(tmp_path)
+    result = audit("--assignment", course)
+    assert result.exit_code == 1, result.output  # survivors: not clean
+    for line in SURVIVORS:
+        assert line in result.stdout
+    data = audited("--assignment", course)
+    scale, first = by_target(data)["ops.scale"], by_target(data)["ops.first"]
+    assert diffs(scale, "survived") == SURVIVORS
+    assert diffs(scale, "hidden") == {"ops.py:6: def scale(x, factor=2):  →  def scale(x, factor=1):",
+                                      "ops.py:6: def scale(x, factor=2):  →  def scale(x, factor=3):"}
+    assert diffs(scale, "visible") == {"ops.py:9: if factor < 0:  →  if factor >= 0:",
+                                       "ops.py:11: return x * factor  →  return x / factor",
+                                       "ops.py:11: return x * factor  →  return x * factor.detach()"}  # (an int)
+    assert (scale["made"], scale["graded"], scale["survived"], scale["killed_hidden_only"]) == (11, 11, 6, 2)
+    assert scale["killed_visible"] == 3
+    assert diffs(first, "hidden") == {"ops.py:18: return x[0]  →  return x[-1]", "ops.py:18: return x[0]  →  return x[1]"}
+    assert first["survived"] == first["killed_visible"] == 0
+    # the visible checks that do not tell the truth
+    assert first["visible_checks_no_mutant_fails"] == ["ops.first: takes the first element"]
+    assert scale["visible_checks_no_mutant_fails"] == []
+    assert scale["visible_checks_adding_nothing"] == [
+        {"check": "ops.scale: rejects a negative factor", "covered_by": "ops.scale: scales a vector"}]
+    assert data["totals"]["survived"] == 6 and data["clean"] is False
+    page = (tmp_path / "reports" / "audit" / "index.html").read_text()
+    assert "if factor &lt; 0:" in page and "if factor <= 0:" not in page  # autoescaped
+    assert "no mutant fails it" in page and "rejects a negative factor" in page
+
+
+def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a_note(tmp_path):
+    course = make_course(tmp_path)
+    ids = {m.after: m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", "scale")}
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(textwrap.dedent(f"""\
+        ops.scale:
+          - mutant: {ids["if factor <= 0:"]}
+            reason: scaling by zero gives zeros either way (for this test)
+          - mutant: "if factor < 0:  →  if factor < 1:"
+            reason: marked by its change instead of its id (for this test)
+          - mutant: "0123abcd"
+            reason: no such mutant
+          - mutant: {ids["return x / factor"]}
+            reason: killed, so not equivalent
+        ops.gone:
+          - mutant: "0123abcd"
+            reason: no such target
+    """))
+    data = audited("--assignment", course)
+    scale = by_target(data)["ops.scale"]
+    assert scale["equivalent"] == 2 and scale["survived"] == 4
+    marked = {m["after"]: m["reason"] for m in scale["mutants"] if m["verdict"] == "equivalent"}
+    assert marked == {"if factor <= 0:": "scaling by zero gives zeros either way (for this test)",
+                      "if factor < 1:": "marked by its change instead of its id (for this test)"}
+    notes = "\n".join(data["notes"])
+    assert "ops.gone is not a target of this course" in notes
+    assert "no mutant matches '0123abcd'" in notes
+    assert f"{ids['return x / factor']} is marked equivalent but" in notes
+
+
+def test_an_equivalent_mutants_file_without_reasons_stops_the_audit(tmp_path):
+    course = make_course(tmp_path)
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text("ops.scale:\n  - mutant: abc\n")
+    result = audit("--assignment", course)
+    assert result.exit_code == 2
+    assert "equivalent-mutants.yaml: ops.scale: expected a list of entries" in result.output
+
+
+def test_seed_and_max_per_target_pick_the_same_mutants_each_time(tmp_path):
+    course = make_course(tmp_path)
+    picked = [{m["id"] for m in by_target(audited("--assignment", course, "--max-per-target", 3, "--seed", 7,
+                                                  "ops.scale"))["ops.scale"]["mutants"]} for _ in range(2)]
+    assert picked[0] == picked[1] and len(picked[0]) == 3
+    data = by_target(audited("--assignment", course, "--max-per-target", 3, "--seed", 7, "ops.scale"))
+    assert set(data) == {"ops.scale"} and data["ops.scale"]["made"] == 11
+
+
+def test_a_reference_that_fails_its_own_check_stops_the_audit_naming_the_check(tmp_path):
+    """Compared with itself the reference always agrees; a check that asserts values of its own, or a
+    forbidden call the reference makes, can still fail it."""
+    visible = VISIBLE.replace("    check(torch.tensor([1.0, 2.0], device=device), 3)\n",
+                              "    _, got = check(torch.tensor([1.0, 2.0], device=device), 3)\n"
+                              "    assert got.tolist() == [3.0, 6.0]\n")
+    course = make_course(tmp_path, reference=REFERENCE.replace("return x * factor", "return x * factor + 1"),
+                         visible=visible)
+    result = audit("--assignment", course)
+    assert result.exit_code == 2
+    lines = errors(result)
+    assert len(lines) == 1 and lines[0].startswith("torchgrade: error: the reference fails its own check ")
+    assert "test_scales_a_vector" in lines[0] and "nothing to measure" in lines[0]
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda root: (root / "reference" / "ops.py").unlink(), "no reference for ops.scale: "),
+    (lambda root: (root / "reference" / "ops.py").write_text(REFERENCE.split("def first")[0]),
+     "no reference for ops.first: "),
+])
+def test_a_target_without_a_reference_stops_the_audit_in_one_line(tmp_path, break_it, message):
+    course = make_course(tmp_path)
+    break_it(tmp_path)
+    result = audit("--assignment", course)
+    assert result.exit_code == 2
+    assert len(errors(result)) == 1 and message in errors(result)[0]
+
+
+def test_an_unknown_target_is_refused(tmp_path):
+    result = audit("--assignment", make_course(tmp_path), "ops.nothing")
+    assert result.exit_code == 2 and "unknown exercise or target 'ops.nothing'" in result.output
+
+
+COUNT_DOWN = '''\
+def count_down(n):
+    """How many steps of one take ``n`` to 0."""
+    # BEGIN SOLUTION
+    steps = 0
+    while n > 0:
+        n -= 1
+        steps += 1
+    return steps
+    # END SOLUTION
+'''
+
+
+def test_a_mutant_that_never_ends_is_killed_by_the_time_limit_and_the_audit_goes_on(tmp_path):
+    course = make_course(tmp_path, reference=COUNT_DOWN, targets="      count_down: 1",
+                         visible='import pytest\n\n\n@pytest.mark.target("count_down")\n'
+                                 'def test_counts_five_steps(check):\n    check(5)\n',
+                         hidden="")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    target = by_target(audited("--assignment", course))["ops.count_down"]
+    endless = {m["after"]: m for m in target["mutants"] if m["after"] in ("n += 1", "n -= 0")}
+    assert set(endless) == {"n += 1", "n -= 0"}
+    assert all(m["verdict"] == "visible" and m["how"] == "time limit" for m in endless.values())
+    assert target["graded"] == target["made"] > len(endless)  # the others were graded too
+
+
+EXITS = '''\
+import os
+
+
+def safe(n):
+    """``n``; a negative ``n`` ends the process."""
+    # BEGIN SOLUTION
+    if n < 0:
+        os._exit(3)
+    return n
+    # END SOLUTION
+'''
+
+
+def test_a_mutant_that_kills_its_process_is_killed_and_the_audit_goes_on(tmp_path):
+    course = make_course(tmp_path, reference=EXITS, targets="      safe: 1",
+                         visible='import pytest\n\n\n@pytest.mark.target("safe")\n'
+                                 'def test_returns_five(check):\n    check(5)\n',
+                         hidden="")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    target = by_target(audited("--assignment", course))["ops.safe"]
+    verdicts = {m["after"]: (m["verdict"], m["how"]) for m in target["mutants"]}
+    assert verdicts["if n >= 0:"] == ("visible", "crashed")
+    assert verdicts["if n <= 0:"] == ("survived", "")  # graded after it, in a fresh sandbox process
+    assert target["graded"] == target["made"]
+
+
+def test_the_course_made_by_init_audits_clean(tmp_path):
+    assert CliRunner().invoke(main, ["init", str(tmp_path / "course")]).exit_code == 0
+    result = audit("--assignment", tmp_path / "course" / "assignment.yaml")
+    assert result.exit_code == 0, result.output
+    data = audited("--assignment", tmp_path / "course" / "assignment.yaml")
+    relu = by_target(data)["activations.relu"]
+    assert relu["graded"] > 5 and relu["survived"] == 0 and data["clean"] is True
+    assert relu["visible_checks_no_mutant_fails"] == relu["visible_checks_adding_nothing"] == []
+
+
+def test_a_pool_of_workers_gives_the_verdicts_one_process_gives(tmp_path):
+    course = make_course(tmp_path)
+    one = audited("--assignment", course)
+    two = audited("--assignment", course, "-j", 2)
+    verdicts = lambda data: {(t["target"], m["id"], m["verdict"]) for t in data["targets"] for m in t["mutants"]}
+    assert verdicts(one) == verdicts(two)
+
+
+# --- the operators, on source alone ---
+
+def mutants_of(tmp_path: Path, source: str, name: str = "f") -> dict[str, str]:
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent(source))
+    return {m.after: m.operator for m in make_mutants(path, "m", name)}
+
+
+def test_operators_make_the_mistakes_students_make_with_tensor_code(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        import torch
+
+
+        def f(x, dim=1, keepdim=False):
+            # BEGIN SOLUTION
+            y = torch.zeros(3, device=x.device)
+            assert x.dim() > 0
+            return x.clone().sum(dim, keepdim=keepdim) + y and not x
+            # END SOLUTION
+    ''')
+    for after, operator in {
+        "def f(x, dim=2, keepdim=False):": "default", "def f(x, dim=1, keepdim=True):": "default",
+        "y = torch.empty(3, device=x.device)": "call", "y = torch.zeros(3)": "call",
+        "pass": "raise", "assert x.dim() >= 0": "cmp", "assert x.dim() > 1": "const",
+        "return x.sum(dim, keepdim=keepdim) + y and not x": "call",
+        "return x.clone().mean(dim, keepdim=keepdim) + y and not x": "call",
+        "return x.clone().sum(dim) + y and not x": "call",
+        "return x.clone().sum(dim, keepdim=keepdim) - y and not x": "arith",
+        "return (x.clone().sum(dim, keepdim=keepdim) + y or not x)": "bool",
+        "return x.clone().sum(dim, keepdim=keepdim) + y and (x)": "bool",
+    }.items():
+        assert made.get(after) == operator, (after, sorted(made))
+
+
+def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        def f(obj, device):
+            # BEGIN SOLUTION
+            if isinstance(obj, list):
+                return [f(o, device) for o in obj]
+            return obj.to(device)
+            # END SOLUTION
+    ''')
+    assert made == {"pass": "branch", "return obj": "call"}
+
+
+def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        def _helper(n):
+            return n + 1
+
+
+        def other(n):
+            return n - 1
+
+
+        def f(n):
+            """Docstring 1 < 2."""
+            if n < 0:
+                raise ValueError(f"n must be at least {0 + 1}")
+            # BEGIN SOLUTION
+            return _helper(n) * 2
+            # END SOLUTION
+    ''')
+    assert "return n - 1" in made  # the helper f calls
+    assert "return n + 1" not in made  # `other` is not f's
+    assert not any("if n" in after or "raise" in after or "ValueError" in after for after in made)  # outside the markers
+    assert made["return _helper(n) / 2"] == "arith"

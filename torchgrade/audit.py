@@ -1,0 +1,423 @@
+"""`torchgrade audit`: how strong a course's checks are, measured on wrong variants of its reference.
+
+The reference is right by definition, so a check suite is as strong as the mutants of the reference
+it catches (torchgrade.mutants makes them: one small mistake each). Each mutant is a submission
+folder holding only the mutated module, graded like a student's (in the sandbox) by the checks of
+its own target alone; the reference side of every check is computed once and reused. Per target it
+reports the mutants made, those a visible check kills, those only hidden checks kill, and each
+survivor as a one-line diff. A mutant that hangs or crashes is killed (by the time limit, or by
+the grading process's death), and the audit goes on.
+
+It also says where the visible checks do not tell the truth:
+- a visible check that no mutant fails: what its name claims, nothing measures;
+- a visible check whose kills are all caught by another visible check of the same target asking
+  the same probes (a strict subset, or the same set): it adds nothing that other check does not
+  measure, so the behaviour its name claims (say "accumulates repeated indices") is not exercised
+  by its inputs in any way a mistake shows. Checks that ask different probes (values, gradients,
+  the input left unchanged) measure different things and are not compared.
+
+An author marks the mutants that no check can tell apart from the reference (equivalent mutants)
+in ``equivalent-mutants.yaml`` beside the checks folder (graders/ in the bundled course), each with a
+one-line reason; they do not count. An entry that matches no mutant gets a note.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from .config import Assignment, Target, load_assignment
+from .mutants import Mutant, make_mutants
+
+#: The file of equivalent mutants, beside the course's checks folder.
+EQUIVALENT_FILE = "equivalent-mutants.yaml"
+#: A mutant's checks may take this many times the reference's slowest check of the target (at least
+#: MIN_LIMIT seconds, at most the target's own time limit): a mutant that loops for ever costs seconds.
+LIMIT_FACTOR = 10.0
+MIN_LIMIT = 3.0
+KILLING = ("failed", "error")
+
+
+class AuditError(Exception):
+    """The audit cannot run (a reference that fails its own checks, a target without a reference): one line."""
+
+
+# --- in the grading process (this one, or a pool's worker) ---
+
+def _with_time_limit(assignment: Assignment, qualname: str, seconds: float) -> Assignment:
+    exercises = tuple(dataclasses.replace(e, targets=tuple(
+        dataclasses.replace(t, time_limit=seconds) if t.qualname == qualname else t for t in e.targets))
+        for e in assignment.exercises)
+    return dataclasses.replace(assignment, exercises=exercises)
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """Grades one mutant folder (a Submission named ``exercise.target@id``) with its target's checks alone;
+    picklable, for torchgrade.executors."""
+
+    assignment_path: str
+    device: str = "all"
+    limits: tuple[tuple[str, float], ...] = ()
+    #: Where a pool's workers share the reference side of each target's checks (torchgrade.batch).
+    recording_dir: str | None = None
+
+    def __call__(self, submission):
+        from . import batch, plugin
+
+        qualname = submission.name.split("@")[0]
+        only = (qualname,)
+        assignment = load_assignment(self.assignment_path)
+        with batch._lock:
+            if self.recording_dir:
+                batch.share_reference(Path(self.recording_dir) / f"{qualname}.rec", assignment, self.device, only)
+            session = batch._session(assignment, self.device, only)
+            session.open()
+            limit = dict(self.limits).get(qualname)
+            state = session._config.stash[plugin._state_key]
+            if limit is not None and state.assignment.target(*qualname.split(".")).time_limit != limit:
+                # every later round of this session reuses its state's assignment (plugin.pytest_configure)
+                state.assignment = _with_time_limit(state.assignment, qualname, limit)
+        return batch.grade_one(submission, assignment, self.device, only)
+
+
+# --- the audit, in the process that runs the command ---
+
+@dataclass
+class CheckInfo:
+    key: str  # file::function, devices and parameters folded in
+    name: str  # as reports show it: exercise.target: words
+    visibility: str
+    probes: frozenset[str]
+    kills: set[str] = field(default_factory=set)  # mutant ids
+
+
+@dataclass
+class MutantResult:
+    mutant: Mutant
+    verdict: str  # visible | hidden | crashed | survived | equivalent
+    killed_by: list[str] = field(default_factory=list)  # check names
+    how: str = ""  # "time limit" where a check ran out of time, "crashed" where the sandbox process died
+    reason: str = ""  # an equivalent mutant's
+
+    def as_dict(self) -> dict:
+        m = self.mutant
+        return {"id": m.id, "operator": m.operator, "file": m.file, "line": m.line, "before": m.before,
+                "after": m.after, "diff": m.diff, "verdict": self.verdict, "killed_by": self.killed_by,
+                "how": self.how, "reason": self.reason}
+
+
+@dataclass
+class TargetAudit:
+    qualname: str
+    made: int  # mutants the operators make
+    results: list[MutantResult]
+    checks: list[CheckInfo]
+    unmeasured: list[str] = field(default_factory=list)  # visible checks no mutant fails
+    subsumed: list[tuple[str, str]] = field(default_factory=list)  # (check, the check that catches all it does)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for r in self.results if r.verdict == verdict)
+
+    @property
+    def figures(self) -> dict:
+        return {"made": self.made, "graded": len(self.results), "killed_visible": self.count("visible"),
+                "killed_hidden_only": self.count("hidden"), "killed_crashed": self.count("crashed"),
+                "survived": self.count("survived"), "equivalent": self.count("equivalent")}
+
+    @property
+    def survivors(self) -> list[MutantResult]:
+        return [r for r in self.results if r.verdict == "survived"]
+
+    def as_dict(self) -> dict:
+        return {"target": self.qualname, **self.figures,
+                "mutants": [r.as_dict() for r in self.results],
+                "visible_checks_no_mutant_fails": self.unmeasured,
+                "visible_checks_adding_nothing": [{"check": c, "covered_by": o} for c, o in self.subsumed]}
+
+
+@dataclass
+class Audit:
+    title: str
+    targets: list[TargetAudit]
+    seed: int
+    max_per_target: int | None
+    seconds: float
+    notes: list[str]
+
+    @property
+    def totals(self) -> dict:
+        keys = ("made", "graded", "killed_visible", "killed_hidden_only", "killed_crashed", "survived", "equivalent")
+        return {k: sum(t.figures[k] for t in self.targets) for k in keys}
+
+    @property
+    def score(self) -> float | None:
+        """The share of graded, non-equivalent mutants that some check kills."""
+        total = self.totals
+        counted = total["graded"] - total["equivalent"]
+        return None if not counted else (counted - total["survived"]) / counted
+
+    @property
+    def clean(self) -> bool:
+        return all(not t.survivors and not t.unmeasured and not t.subsumed for t in self.targets)
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
+                "seconds": round(self.seconds, 2), "totals": self.totals, "score": self.score, "clean": self.clean,
+                "notes": self.notes, "targets": [t.as_dict() for t in self.targets]}
+
+
+def select_targets(assignment: Assignment, names: tuple[str, ...]) -> list[Target]:
+    """The targets named (exercises or exercise.target), in assignment order; all when none are."""
+    if not names:
+        return list(assignment.targets)
+    return [t for t in assignment.targets if any(n in (t.exercise, t.qualname) for n in names)]
+
+
+def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Path]:
+    """{exercise.target: [{mutant, reason}]} from the course's equivalent-mutants file (none: {})."""
+    path = assignment.checks_dir.parent / EQUIVALENT_FILE
+    if not path.is_file():
+        return {}, path
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise AuditError(f"{path}: cannot be read as YAML ({' '.join(str(e).split())})") from None
+    if not isinstance(data, dict):
+        raise AuditError(f"{path}: expected a mapping of exercise.target to a list of {{mutant, reason}}")
+    for target, entries in data.items():
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and set(e) == {"mutant", "reason"} and isinstance(e["mutant"], str)
+                and isinstance(e["reason"], str) and e["reason"].strip() for e in entries):
+            raise AuditError(f"{path}: {target}: expected a list of entries, each with `mutant:` (its id, or its "
+                             f"change as `before  →  after`) and a one-line `reason:`")
+    return data, path
+
+
+def _matches(entry: dict, mutant: Mutant) -> bool:
+    text = " ".join(entry["mutant"].split())
+    return text in (mutant.id, " ".join(f"{mutant.before}  →  {mutant.after}".split()), " ".join(mutant.diff.split()))
+
+
+def _check_probes(assignment: Assignment) -> dict[str, frozenset[str]]:
+    """{file::function: the probes its calls ask for} for every check file (``call`` where none is named)."""
+    found: dict[str, frozenset[str]] = {}
+    for file in sorted(assignment.checks_dir.glob("*/test_*.py")):
+        try:
+            tree = ast.parse(file.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+                probes = {k.value.value for c in ast.walk(node) if isinstance(c, ast.Call) for k in c.keywords
+                          if k.arg == "probe" and isinstance(k.value, ast.Constant)}
+                rel = file.relative_to(assignment.checks_dir).as_posix()
+                found[f"{rel}::{node.name}"] = frozenset(str(p) for p in probes) or frozenset({"call"})
+    return found
+
+
+def _key(nodeid: str) -> str:
+    """A check's function (file::name), its devices and parameters folded in."""
+    path, _, rest = nodeid.partition("::")
+    return f"{path}::{rest.split('[')[0].split('::')[-1]}"
+
+
+def _name(result) -> str:
+    key = _key(result.nodeid)
+    return f"{result.exercise}.{result.target}: {key.split('::')[-1].removeprefix('test_').replace('_', ' ')}"
+
+
+def _how(output: str) -> str:
+    """How a check killed a mutant, where it was not by a wrong value: its time limit, or the process's death."""
+    if "the time limit of one check" in output:
+        return "time limit"
+    if "the sandbox process" in output and "ended the sandbox" not in output or "ended the sandbox process" in output:
+        return "crashed"
+    return ""
+
+
+def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int = 0,
+              max_per_target: int | None = None, jobs: int = 1, device: str = "all",
+              progress: Callable[[str], None] | None = None) -> Audit:
+    """Audit the checks of the named targets (all when none are named); AuditError if it cannot."""
+    from .executors import Crashed, make_executor
+    from .submissions import Submission
+
+    started = time.perf_counter()
+    say = progress or (lambda text: None)
+    equivalents, equivalent_path = load_equivalents(assignment)
+    targets = select_targets(assignment, names)
+    plan: list[tuple[Target, list[Mutant], int]] = []
+    for target in targets:
+        path = assignment.reference_dir / f"{target.exercise}.py"
+        if not path.is_file():
+            raise AuditError(f"no reference for {target.qualname}: {path} does not exist (nothing to make mutants of)")
+        try:
+            mutants = make_mutants(path, target.exercise, target.name)
+        except KeyError:
+            raise AuditError(f"no reference for {target.qualname}: {path} does not define {target.name}") from None
+        except SyntaxError as e:
+            raise AuditError(f"{path}:{e.lineno}: the reference does not parse ({e.msg})") from None
+        made = len(mutants)
+        if max_per_target is not None and made > max_per_target:
+            chosen = set(m.id for m in random.Random(f"{seed}\0{target.qualname}").sample(mutants, max_per_target))
+            mutants = [m for m in mutants if m.id in chosen]
+        plan.append((target, mutants, made))
+    notes = []
+    known_targets = {t.qualname for t in assignment.targets}
+    for qualname, entries in equivalents.items():
+        if qualname not in known_targets:
+            notes.append(f"{equivalent_path.name}: {qualname} is not a target of this course (a stale entry?)")
+    everything = {t.qualname: make_mutants(assignment.reference_dir / f"{t.exercise}.py", t.exercise, t.name)
+                  for t, _, _ in plan if t.qualname in equivalents}
+    for qualname, entries in equivalents.items():
+        for entry in entries if qualname in everything else ():
+            if not any(_matches(entry, m) for m in everything[qualname]):
+                notes.append(f"{equivalent_path.name}: {qualname}: no mutant matches {entry['mutant']!r} "
+                             f"(the reference changed? remove or update the entry)")
+
+    executor = make_executor("local", jobs)
+    work = Path(tempfile.mkdtemp(prefix="torchgrade-audit-"))
+    try:
+        recording_dir = str(work / "recordings") if jobs > 1 else None
+        if recording_dir:
+            Path(recording_dir).mkdir()
+        # 1. the reference, by each target's checks: every check must pass, or there is nothing to measure
+        job = AuditJob(str(assignment.path), device, (), recording_dir)
+        references = [Submission(f"{t.qualname}@reference", assignment.reference_dir) for t, _, _ in plan]
+        limits = {}
+        say(f"grading the reference ({len(references)} target(s))")
+        for submission, grade in executor.run(job, references):
+            if isinstance(grade, Crashed):
+                raise AuditError(f"grading the reference of {submission.name.split('@')[0]} crashed: {grade.why}")
+            for t in grade.tests:
+                if t.status in KILLING:
+                    first = (t.output.strip().splitlines() or [t.status])[0]
+                    raise AuditError(f"the reference fails its own check {t.nodeid} ({_name(t)}): {first}; "
+                                     f"nothing to measure the checks against")
+            qualname = submission.name.split("@")[0]
+            target = next(t for t, _, _ in plan if t.qualname == qualname)
+            slowest = max((t.duration for t in grade.tests), default=0.0)
+            limits[qualname] = min(target.time_limit, max(MIN_LIMIT, LIMIT_FACTOR * slowest))
+        # 2. the mutants, each in a folder of its own holding only the mutated module
+        submissions, by_name = [], {}
+        for target, mutants, _ in plan:
+            for m in mutants:
+                folder = work / target.qualname / m.id
+                folder.mkdir(parents=True)
+                (folder / f"{target.exercise}.py").write_text(m.source, encoding="utf-8")
+                name = f"{target.qualname}@{m.id}"
+                submissions.append(Submission(name, folder))
+                by_name[name] = m
+        job = AuditJob(str(assignment.path), device, tuple(sorted(limits.items())), recording_dir)
+        probes = _check_probes(assignment)
+        checks: dict[str, dict[str, CheckInfo]] = {t.qualname: {} for t, _, _ in plan}
+        results: dict[str, MutantResult] = {}
+        say(f"grading {len(submissions)} mutant(s)")
+        done = 0
+        for submission, grade in executor.run(job, submissions):
+            mutant = by_name[submission.name]
+            done += 1
+            if done % 10 == 0 or done == len(submissions):
+                say(f"{done} / {len(submissions)} mutants graded")
+            if isinstance(grade, Crashed):
+                results[mutant.id + mutant.target] = MutantResult(mutant, "crashed", how=grade.why)
+                continue
+            visible, hidden, how = [], [], ""
+            for t in grade.tests:
+                info = checks[mutant.target].setdefault(_key(t.nodeid), CheckInfo(
+                    _key(t.nodeid), _name(t), t.visibility, probes.get(_key(t.nodeid), frozenset({"call"}))))
+                if t.status in KILLING:
+                    info.kills.add(mutant.id)
+                    (visible if t.visibility == "visible" else hidden).append(info.name)
+                    how = how or _how(t.output)
+            verdict = "visible" if visible else "hidden" if hidden else "survived"
+            results[mutant.id + mutant.target] = MutantResult(
+                mutant, verdict, sorted(set(visible or hidden)), how)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    audits = []
+    for target, mutants, made in plan:
+        rows = [results[m.id + m.target] for m in mutants]
+        for row in rows:
+            entry = next((e for e in equivalents.get(target.qualname, ()) if _matches(e, row.mutant)), None)
+            if entry is not None:
+                if row.verdict != "survived":
+                    notes.append(f"{equivalent_path.name}: {target.qualname}: {row.mutant.id} is marked equivalent "
+                                 f"but {', '.join(row.killed_by) or 'a check'} kills it: it is not equivalent")
+                else:
+                    row.verdict, row.reason = "equivalent", " ".join(entry["reason"].split())
+        audit = TargetAudit(target.qualname, made, rows, list(checks[target.qualname].values()))
+        _judge_checks(audit)
+        audits.append(audit)
+    return Audit(assignment.title, audits, seed, max_per_target, time.perf_counter() - started, notes)
+
+
+def _judge_checks(audit: TargetAudit) -> None:
+    """The visible checks that measure nothing, and those that add nothing over another (module docstring)."""
+    visible = [c for c in audit.checks if c.visibility == "visible"]
+    if not audit.results:
+        return
+    audit.unmeasured = [c.name for c in visible if not c.kills]
+    for i, c in enumerate(visible):
+        if not c.kills:
+            continue
+        for j, other in enumerate(visible):
+            if other is c or other.probes != c.probes:
+                continue
+            # a strict subset; for the same set, the later check in file order is the one that adds nothing
+            if c.kills < other.kills or (c.kills == other.kills and j < i):
+                audit.subsumed.append((c.name, other.name))
+                break
+
+
+# --- output ---
+
+def lines(audit: Audit) -> list[str]:
+    """The audit as terminal lines."""
+    out = []
+    for t in audit.targets:
+        f = t.figures
+        sampled = f" (of {f['made']})" if f["graded"] != f["made"] else ""
+        out.append(f"{t.qualname}: {f['graded']} mutants{sampled}: {f['killed_visible']} killed by a visible check, "
+                   f"{f['killed_hidden_only']} only by hidden checks, {f['killed_crashed']} crashed, "
+                   f"{f['survived']} survived, {f['equivalent']} equivalent")
+        for r in t.results:
+            if r.verdict == "survived":
+                out.append(f"  survived {r.mutant.id}  {r.mutant.diff}")
+        for r in t.results:
+            if r.verdict == "hidden":
+                out.append(f"  hidden only {r.mutant.id}  {r.mutant.diff}")
+        for name in t.unmeasured:
+            out.append(f"  visible check no mutant fails: {name}")
+        for name, other in t.subsumed:
+            out.append(f"  visible check adding nothing: {name} (each mutant it kills, {other} kills too)")
+    out.extend(f"note: {n}" for n in audit.notes)
+    if any(t.figures["graded"] < t.figures["made"] for t in audit.targets):
+        out.append("note: a sample of the mutants was graded (--max-per-target): a check listed above may kill a "
+                   "mutant left out; audit without it before changing a check")
+    total = audit.totals
+    score = audit.score
+    out.append(f"{total['graded']} mutants graded in {audit.seconds:.1f} s: {total['killed_visible']} killed by a visible "
+               f"check, {total['killed_hidden_only']} only by hidden checks, {total['killed_crashed']} crashed, "
+               f"{total['survived']} survived, {total['equivalent']} equivalent"
+               + (f"; {score:.0%} of the non-equivalent ones killed" if score is not None else ""))
+    return out
+
+
+def write_page(audit: Audit, path: Path) -> None:
+    """reports/audit/index.html: the audit as a page (the report pages' template and style, autoescaped)."""
+    from .report import _env
+    from .results import write_atomic
+
+    write_atomic(path, _env.get_template("audit.html").render(audit=audit))
