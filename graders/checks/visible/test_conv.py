@@ -165,7 +165,14 @@ def test_learns_the_edge_detection_kernel_by_gradient_descent(check, device):
 # "as F.conv2d does" is said only where it does, and the types it raises are accepted.
 
 #: (X shape, K shape) for which corr2d raises RuntimeError, as F.conv2d(X[None, None], K[None, None]) does.
-CORR2D_SHAPE_ERRORS = {"x-3d": ((1, 4, 4), (2, 2)), "empty-kernel": ((4, 4), (0, 2))}
+CORR2D_SHAPE_ERRORS = {"x-3d": ((1, 4, 4), (2, 2)), "empty-kernel": ((4, 4), (0, 2)),
+                       "kernel-of-width-0": ((4, 4), (2, 0))}
+
+
+@pytest.mark.target("corr2d")
+def test_accepts_a_1x1_kernel_and_a_kernel_as_large_as_x(check, device):
+    check(randn(check, 9, 3, 4, device=device), randn(check, 10, 1, 1, device=device))
+    check(randn(check, 9, 3, 4, device=device), randn(check, 11, 3, 4, device=device))
 
 
 @pytest.mark.target("corr2d")
@@ -186,7 +193,20 @@ MULTI_IN_SHAPE_ERRORS = {
     "kernel-larger-than-x": ((2, 3, 3), (2, 4, 4)),
     "k-2d": ((2, 4, 4), (2, 2)),
     "empty-kernel": ((2, 4, 4), (2, 0, 2)),
+    "kernel-of-width-0": ((2, 4, 4), (2, 2, 0)),
+    "kernel-taller-than-x": ((2, 3, 4), (2, 4, 2)),
 }
+
+
+@pytest.mark.target("corr2d_multi_in")
+def test_accepts_a_1x1_kernel_and_a_kernel_as_large_as_x(check, device):
+    check(randn(check, 14, 2, 3, 4, device=device), randn(check, 15, 2, 1, 1, device=device))
+    check(randn(check, 14, 2, 3, 4, device=device), randn(check, 16, 2, 3, 4, device=device))
+
+
+@pytest.mark.target("corr2d_multi_in")
+def test_promotes_float32_and_float64_to_float64(check, device):
+    check(randn(check, 17, 2, 4, 5, device=device), randn(check, 18, 2, 2, 2, device=device, dtype=torch.float64))
 
 
 @pytest.mark.target("corr2d_multi_in")
@@ -209,7 +229,20 @@ MULTI_IN_OUT_SHAPE_ERRORS = {
     "k-3d": ((2, 4, 4), (2, 2, 2)),
     "empty-kernel": ((2, 4, 4), (3, 2, 0, 2)),
     "kernel-larger-than-x": ((2, 3, 3), (1, 2, 4, 4)),
+    "kernel-of-width-0": ((2, 4, 4), (3, 2, 2, 0)),
+    "kernel-taller-than-x": ((2, 3, 4), (1, 2, 4, 2)),
 }
+
+
+@pytest.mark.target("corr2d_multi_in_out")
+def test_accepts_a_1x1_kernel_and_a_kernel_as_large_as_x(check, device):
+    check(randn(check, 24, 2, 3, 4, device=device), randn(check, 25, 3, 2, 1, 1, device=device))
+    check(randn(check, 24, 2, 3, 4, device=device), randn(check, 26, 2, 2, 3, 4, device=device))
+
+
+@pytest.mark.target("corr2d_multi_in_out")
+def test_promotes_float64_and_float32_to_float64(check, device):
+    check(randn(check, 27, 2, 4, 5, device=device, dtype=torch.float64), randn(check, 28, 3, 2, 2, 2, device=device))
 
 
 @pytest.mark.target("corr2d_multi_in_out")
@@ -229,6 +262,8 @@ def test_raises_runtime_error_when_the_kernels_do_not_fit_x(check, device, case)
 def test_uses_no_padding_and_stride_1_by_default(check):
     check(8, 3)
     check(5, 5)
+    check(5, 1)
+    check(1, 1)
 
 
 @pytest.mark.target("conv_output_size")
@@ -238,7 +273,7 @@ def test_drops_positions_that_do_not_fill_a_window(check):
 
 
 @pytest.mark.target("conv_output_size")
-@pytest.mark.parametrize("args", [(0, 1, 0, 1), (5, 0, 0, 1), (5, 3, -1, 1), (5, 3, 0, 0), (5.0, 3, 0, 1),
+@pytest.mark.parametrize("args", [(0, 1, 1, 1), (5, 0, 0, 1), (5, 3, -1, 1), (5, 3, 0, 0), (5.0, 3, 0, 1),
                                   (5, True, 0, 1), (5, 3, 0.5, 1)],
                          ids=["n-0", "kernel-0", "padding-negative", "stride-0", "float-n", "bool-kernel",
                               "float-padding"])
@@ -287,30 +322,43 @@ def test_max_lets_a_nan_win(check, device):
 @pytest.mark.target("pool2d")
 def test_average_truncates_int64_as_avg_pool2d_does(check, device):
     check(torch.tensor([[7, 3, -4], [2, 8, 1]], device=device), 2, "avg")
+    check(torch.tensor([[7, 3, -4], [2, 8, 1]], device=device), (2, 3), "avg")
 
 
-#: Pooling arguments that must raise: (X shape, pool_size, mode, stride, padding). The docstring names
-#: ValueError; what F.max_pool2d / F.avg_pool2d raise there (RuntimeError, TypeError for a size that
-#: is not an int) counts as well (tests/test_fairness.py calls them on this table).
+@pytest.mark.target("pool2d")
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_accepts_a_pool_size_of_1_and_padding_of_half_the_pool_size(check, device, mode):
+    check(randn(check, 44, 3, 4, device=device), 1, mode)
+    check(randn(check, 45, 5, 7, device=device), (2, 4), mode, kwargs={"padding": (1, 2)})
+
+
+#: Pooling arguments that must raise: (X shape, pool_size, mode, stride, padding, types accepted besides the
+#: docstring's ValueError). What F.max_pool2d / F.avg_pool2d raise for each counts as well: RuntimeError, and
+#: TypeError for a size that is not an int (tests/test_fairness.py calls them on this table).
 POOL_ARGUMENT_ERRORS = {
-    "pool-size-0": ((4, 4), 0, "avg", 1, 0),
-    "negative-stride": ((4, 4), 2, "max", -1, 0),
-    "negative-padding": ((4, 4), 2, "max", 1, -1),
-    "padding-over-half": ((4, 4), 3, "avg", 1, 2),
-    "output-below-1": ((2, 3), 3, "avg", 1, 0),
-    "x-1d": ((4,), 2, "max", 1, 0),
-    "a-float-size": ((4, 4), 2.5, "max", 1, 0),
-    "a-triple": ((4, 4), (2, 2, 2), "max", 1, 0),
+    "pool-size-0": ((4, 4), 0, "avg", 1, 0, ("RuntimeError",)),
+    "stride-0": ((4, 4), 2, "max", 0, 0, ("RuntimeError",)),
+    "a-pair-with-a-stride-0": ((4, 4), 2, "avg", (1, 0), 0, ("RuntimeError",)),
+    "negative-stride": ((4, 4), 2, "max", -1, 0, ("RuntimeError",)),
+    "negative-padding": ((4, 4), 2, "max", 1, -1, ("RuntimeError",)),
+    "padding-over-half": ((4, 4), 3, "avg", 1, 2, ("RuntimeError",)),
+    "padding-over-half-in-rows": ((5, 5), 3, "max", 1, (2, 0), ("RuntimeError",)),
+    "padding-over-half-in-columns": ((5, 5), 3, "avg", 1, (0, 2), ("RuntimeError",)),
+    "output-below-1": ((2, 3), 3, "avg", 1, 0, ("RuntimeError",)),
+    "output-width-below-1": ((3, 2), (1, 3), "max", 1, 0, ("RuntimeError",)),
+    "x-1d": ((4,), 2, "max", 1, 0, ("RuntimeError",)),
+    "a-float-size": ((4, 4), 2.5, "max", 1, 0, ("RuntimeError", "TypeError")),
+    "a-bool-size": ((4, 4), True, "max", 1, 0, ("RuntimeError", "TypeError")),
+    "a-triple": ((4, 4), (2, 2, 2), "max", 1, 0, ("RuntimeError",)),
 }
-POOL_ARGUMENT_ERROR_ACCEPT = ("RuntimeError", "TypeError")
 
 
 @pytest.mark.target("pool2d")
 @pytest.mark.parametrize("case", POOL_ARGUMENT_ERRORS)
 def test_raises_for_invalid_pooling_arguments(check, device, case):
-    shape, pool_size, mode, stride, padding = POOL_ARGUMENT_ERRORS[case]
+    shape, pool_size, mode, stride, padding, accept = POOL_ARGUMENT_ERRORS[case]
     check(torch.ones(shape, device=device), pool_size, mode, kwargs={"stride": stride, "padding": padding},
-          accept=POOL_ARGUMENT_ERROR_ACCEPT, like=f"F.{mode}_pool2d")
+          accept=accept, like=f"F.{mode}_pool2d")
 
 
 @pytest.mark.target("Conv2D")

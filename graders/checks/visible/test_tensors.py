@@ -90,6 +90,7 @@ VIEW_ERRORS = {
     "two-minus-ones": (lambda d: (torch.arange(24.0, device=d), -1, 2, -1), ()),
     "negative-size": (lambda d: (torch.arange(24.0, device=d), -2, -12), ()),
     "minus-one-with-no-elements": (lambda d: (torch.zeros(0, 3, device=d), -1, 0), ()),
+    "minus-one-beside-a-zero-size": (lambda d: (torch.arange(6.0, device=d), -1, 0), ()),
     "a-dim-spanning-two-chunks": (lambda d: (torch.arange(6, device=d).reshape(2, 3).t(), 6), ()),
 }
 
@@ -110,13 +111,29 @@ def test_follows_the_strides_of_a_transposed_input_as_in_the_docstring(check, de
 
 
 @pytest.mark.target("view")
+def test_matches_tensor_view_on_sliced_and_expanded_inputs(check, device):
+    base = torch.arange(24.0, device=device)
+    check(base.reshape(4, 6)[:, ::2], 2, 2, 3, 1, probe="view")  # strides (6, 2): one chunk per dim
+    check(base.reshape(4, 6)[1:3], 3, 2, 2, probe="view")  # offset 6, contiguous
+    check(base.reshape(2, 3, 4)[:, 1:], 2, 8, probe="view")  # (2, 2, 4): the last two dims one chunk
+    check(base[:3].reshape(3, 1).expand(3, 4), 3, 2, 2, probe="view")  # stride 0 on the expanded dim
+
+
+@pytest.mark.target("view")
+def test_gives_size_one_dims_the_strides_tensor_view_does(check, device):
+    base = torch.arange(24.0, device=device)
+    check(base.reshape(4, 6)[:, :1].t(), 1, 4, probe="view")  # shape (1, 4), strides (1, 6)
+    check(base[:9].reshape(3, 3)[1:2, 1:2], 1, 1, probe="view")  # shape (1, 1), strides (3, 1)
+
+
+@pytest.mark.target("view")
 def test_gives_strides_of_one_for_a_zero_dim_input(check, device):
     check(torch.tensor(3.0, device=device), 1, 1, probe="view")
 
 
 @pytest.mark.target("view")
 def test_gives_contiguous_strides_for_an_input_with_no_elements(check, device):
-    check(torch.zeros(4, 6, device=device)[:, :0], 0, 1, 4, probe="view")
+    check(torch.zeros(4, 6, device=device)[:, :0], 2, 0, 3, probe="view")
 
 
 @pytest.mark.target("view")
@@ -144,7 +161,7 @@ def test_passes_gradients_back_to_x_through_the_view(check, device):
 
 BROADCAST_SHAPE_ERRORS = {
     "an-entry-that-is-not-a-shape": ((2.5,), ()),
-    "a-negative-size": (((1,), (-2,)), ()),
+    "a-negative-size": (((1,), (-1,)), ()),
 }
 
 
@@ -185,13 +202,15 @@ def test_keeps_a_size_given_as_minus_one(check, device):
 
 
 @pytest.mark.target("broadcast_to")
-def test_broadcasts_a_size_one_dim_to_zero(check, device):
+def test_broadcasts_a_size_one_dim_or_a_new_dim_to_zero(check, device):
     check(randn(check, 6, 3, 1, device=device), (3, 0), probe="view", options={"write": False})
+    check(randn(check, 6, 3, device=device), (0, 3), probe="view", options={"write": False})
 
 
 @pytest.mark.target("broadcast_to")
 def test_gives_a_zero_dim_input_stride_zero_everywhere(check, device):
-    check(torch.tensor(2.0, device=device), (2, 3), probe="view", options={"write": False})
+    check(torch.tensor(2.0, device=device), (1, 2, 3), probe="view", options={"write": False})
+    check(torch.tensor(2.0, device=device), (3, 1), probe="view", options={"write": False})
 
 
 @pytest.mark.target("broadcast_to")
@@ -214,8 +233,10 @@ def test_passes_gradients_back_summed_over_broadcast_dims(check, device):
 # (build on a device -> (target, dim, index, src), types accepted besides the reference's); the
 # inplace probe also compares the target after the error: it must be unchanged.
 SCATTER_ERRORS = {
-    "dim-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), 2, torch.tensor([[0]], device=d),
-                                    torch.ones(3, 4, device=d)), ()),
+    "dim-out-of-range": (lambda d: (torch.zeros(3, device=d), 1, torch.tensor([0], device=d),
+                                    torch.ones(3, device=d)), ()),
+    "negative-dim-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), -3, torch.tensor([[0]], device=d),
+                                             torch.ones(3, 4, device=d)), ()),
     "float-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[0.0]], device=d),
                                torch.ones(3, 4, device=d)), ()),
     "index-of-another-rank": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([0], device=d),
@@ -228,8 +249,15 @@ SCATTER_ERRORS = {
                                             torch.ones(3, 5, device=d)), ()),
     "index-larger-than-src": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.zeros(2, 3, dtype=torch.long, device=d),
                                          torch.ones(1, 3, device=d)), ()),
+    "index-larger-than-a-0-dim-src": (lambda d: (torch.zeros(3, device=d), 0, torch.tensor([0, 1], device=d),
+                                                 torch.tensor(5.0, device=d)), ()),
+    "index-larger-than-target-and-src-of-lower-rank": (
+        lambda d: (torch.zeros(3, 4, device=d), 0, torch.zeros(1, 5, dtype=torch.long, device=d),
+                   torch.ones(5, device=d)), ()),
     "index-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, 3]], device=d),
                                       torch.ones(3, 4, device=d)), ("IndexError",)),
+    "negative-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, -1]], device=d),
+                                  torch.ones(3, 4, device=d)), ("IndexError",)),
 }
 
 
@@ -237,6 +265,8 @@ SCATTER_ERRORS = {
 def test_writes_along_a_negative_dim(check, device):
     index = torch.tensor([[2, 0], [1, 3]], device=device)
     check(torch.zeros(2, 4, device=device), -1, index, torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device),
+          probe="inplace")
+    check(torch.zeros(3, 2, device=device), -2, index.t() % 3, torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device),
           probe="inplace")
 
 
@@ -258,6 +288,7 @@ def test_accepts_an_int32_index(check, device):
 def test_writes_nothing_for_an_empty_index(check, device):
     index = torch.zeros(0, dtype=torch.long, device=device)
     check(torch.ones(3, 4, device=device), 0, index, torch.ones(3, device=device), probe="inplace")
+    check(torch.ones(3, 4, device=device), 0, index.float(), torch.ones(3, device=device), probe="inplace")
 
 
 @pytest.mark.target("scatter_")
@@ -294,6 +325,12 @@ def test_adds_along_dim_1_into_a_non_zero_target(check, device):
 
 
 @pytest.mark.target("scatter_add_")
+def test_adds_along_a_negative_dim(check, device):
+    check(torch.zeros(4, device=device), -1, torch.tensor([3, 0, 3], device=device),
+          torch.tensor([1.0, 2.0, 4.0], device=device), probe="inplace")
+
+
+@pytest.mark.target("scatter_add_")
 def test_adds_into_zero_dim_tensors_counted_as_one_dim(check, device):
     check(torch.ones(3, device=device), 0, torch.tensor(1, device=device), torch.tensor(5.0, device=device),
           probe="inplace")
@@ -304,7 +341,8 @@ def test_adds_into_zero_dim_tensors_counted_as_one_dim(check, device):
 @pytest.mark.target("scatter_add_")
 def test_adds_nothing_for_an_empty_index(check, device):
     index = torch.zeros(0, dtype=torch.long, device=device)
-    check(torch.ones(3, device=device), 0, index, torch.ones(3, device=device), probe="inplace")
+    check(torch.ones(3, 4, device=device), 1, index, torch.ones(3, device=device), probe="inplace")
+    check(torch.ones(3, 4, device=device), 1, index.float(), torch.ones(3, device=device), probe="inplace")
 
 
 @pytest.mark.target("scatter_add_")
@@ -328,13 +366,16 @@ def test_passes_gradients_back_to_the_added_src(check, device):
 
 
 GATHER_ERRORS = {
-    "dim-out-of-range": (lambda d: (torch.zeros(2, 2, device=d), 2, torch.tensor([[0]], device=d)), ()),
+    "dim-out-of-range": (lambda d: (torch.zeros(2, device=d), 1, torch.tensor([0], device=d)), ()),
+    "negative-dim-out-of-range": (lambda d: (torch.zeros(2, 2, device=d), -3, torch.tensor([[0]], device=d)), ()),
     "float-index": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.tensor([[0.0]], device=d)), ()),
     "index-of-another-rank": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.tensor([0], device=d)), ()),
     "index-larger-than-x": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.zeros(3, 1, dtype=torch.long, device=d)),
                             ()),
     "index-out-of-range": (lambda d: (torch.zeros(2, 2, device=d), 0, torch.tensor([[0, 2]], device=d)),
                            ("IndexError",)),
+    "negative-index": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.tensor([[0, -1]], device=d)),
+                       ("IndexError",)),
 }
 
 
@@ -342,6 +383,7 @@ GATHER_ERRORS = {
 def test_matches_torch_gather_along_a_negative_dim_with_repeats(check, device):
     x = torch.arange(12.0, device=device).reshape(3, 4)
     check(x, -1, torch.tensor([[0, 0, 3], [1, 0, 1], [3, 3, 2]], device=device))
+    check(x, -2, torch.tensor([[2, 0, 2, 1], [2, 2, 0, 0]], device=device))
 
 
 @pytest.mark.target("gather")
@@ -360,6 +402,8 @@ def test_reads_with_an_int32_index(check, device):
 @pytest.mark.target("gather")
 def test_gives_an_empty_result_of_the_index_shape_for_an_empty_index(check, device):
     check(torch.zeros(2, 2, device=device), 1, torch.zeros(0, 5, dtype=torch.long, device=device))
+    check(torch.zeros(2, 2, device=device), 1, torch.zeros(3, 0, dtype=torch.long, device=device))
+    check(torch.zeros(2, 2, device=device), 1, torch.zeros(0, 2, device=device))
 
 
 @pytest.mark.target("gather")
@@ -372,6 +416,7 @@ def test_raises_for_invalid_arguments(check, device, case):
 ONE_HOT_ERRORS = {
     "labels-not-int64": (lambda d: (torch.tensor([0, 2], dtype=torch.int32, device=d), 3), ()),
     "empty-labels-with-no-class-count": (lambda d: (torch.zeros(0, dtype=torch.long, device=d), -1), ()),
+    "empty-labels-with-zero-classes": (lambda d: (torch.zeros(0, dtype=torch.long, device=d), 0), ()),
     "a-negative-label": (lambda d: (torch.tensor([-1, 0], device=d), 3), ()),
     "a-label-not-below-num-classes": (lambda d: (torch.tensor([0, 2], device=d), 2), ()),
 }
@@ -385,6 +430,7 @@ def test_infers_the_number_of_classes_from_minus_one_as_in_the_docstring(check, 
 @pytest.mark.target("one_hot")
 def test_gives_an_empty_result_for_empty_labels(check, device):
     check(torch.zeros(2, 0, dtype=torch.long, device=device), 4, exact=True)
+    check(torch.zeros(0, dtype=torch.long, device=device), 1, exact=True)
 
 
 @pytest.mark.target("one_hot")
