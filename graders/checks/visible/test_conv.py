@@ -199,13 +199,13 @@ MULTI_IN_SHAPE_ERRORS = {
 
 
 @pytest.mark.target("corr2d_multi_in")
-def test_accepts_a_1x1_kernel_and_a_kernel_as_large_as_x(check, device):
+def test_sums_channels_with_a_1x1_kernel_and_with_a_kernel_as_large_as_x(check, device):
     check(randn(check, 14, 2, 3, 4, device=device), randn(check, 15, 2, 1, 1, device=device))
     check(randn(check, 14, 2, 3, 4, device=device), randn(check, 16, 2, 3, 4, device=device))
 
 
 @pytest.mark.target("corr2d_multi_in")
-def test_promotes_float32_and_float64_to_float64(check, device):
+def test_promotes_a_float32_x_and_a_float64_k_to_float64(check, device):
     check(randn(check, 17, 2, 4, 5, device=device), randn(check, 18, 2, 2, 2, device=device, dtype=torch.float64))
 
 
@@ -235,7 +235,7 @@ MULTI_IN_OUT_SHAPE_ERRORS = {
 
 
 @pytest.mark.target("corr2d_multi_in_out")
-def test_accepts_a_1x1_kernel_and_a_kernel_as_large_as_x(check, device):
+def test_maps_channels_with_1x1_kernels_and_with_kernels_as_large_as_x(check, device):
     check(randn(check, 24, 2, 3, 4, device=device), randn(check, 25, 3, 2, 1, 1, device=device))
     check(randn(check, 24, 2, 3, 4, device=device), randn(check, 26, 2, 2, 3, 4, device=device))
 
