@@ -294,7 +294,7 @@ def test_gives_zeros_for_zero_steps(check, device):
 @pytest.mark.target("accumulated_grad")
 def test_rejects_negative_steps_with_value_error(check, device):
     w, x = randn(check, 80, (1,), (1,), device=device)
-    autograd_call(check, w, x, -2, fn=False, hints=ACCUMULATED_HINTS)
+    autograd_call(check, w, x, -1, fn=False, hints=ACCUMULATED_HINTS)
 
 
 @pytest.mark.target("sgd_step_")
@@ -302,3 +302,21 @@ def test_updates_a_parameter_given_twice_only_once(check, device):
     check.random(81)
     explain(check, "a list naming one parameter twice", 0.1, probe="autograd_sgd_step",
             options={"device": device, "seed": 81}, hints=SGD_HINTS, note=sgd_note())
+
+
+@pytest.mark.target("jacobian")
+def test_has_no_rows_for_a_function_with_no_outputs(check, device):
+    autograd_call(check, "no_outputs", randn(check, 82, (2, 3), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+@pytest.mark.parametrize("fn", ["constant", "relu"])
+def test_gives_zero_where_f_is_constant_or_piecewise_linear(check, device, fn):
+    autograd_call(check, fn, randn(check, 83, (5,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_leaves_a_callers_w_and_x_that_require_grad_untouched(check, device):
+    w, x = randn(check, 84, (1,), (1,), device=device)
+    autograd_call(check, w, x, 2, fn=False, watched=[[0, "w"], [1, "x"]], caller="leaf_with_grad", seed=84,
+                  hints=ACCUMULATED_HINTS)
