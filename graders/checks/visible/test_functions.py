@@ -185,3 +185,16 @@ def test_maps_any_number_of_batch_dimensions(check, device, shape):
 def test_returns_no_gradient_for_a_bias_given_as_none(check, device):
     x, weight = randn(check, 14, (4, 3), (2, 3), device=device)
     apply(check, x, weight, None, requires_grad=[True, True, False], hints=LINEAR_HINTS)
+
+
+@pytest.mark.target("Conv2dFn")
+@pytest.mark.parametrize("needs", [[True, False], [False, True]], ids=["only-x", "only-weight"])
+def test_computes_only_the_gradient_that_is_needed(check, device, needs):
+    X, weight = randn(check, 15, (2, 1, 4, 5), (2, 1, 2, 2), device=device)
+    apply(check, X, weight, requires_grad=needs, hints=CONV_HINTS)
+
+
+@pytest.mark.target("LinearFn")
+def test_returns_only_the_bias_gradient_when_only_bias_needs_one(check, device):
+    x, weight, bias = randn(check, 16, (4, 3), (2, 3), (2,), device=device)
+    apply(check, x, weight, bias, requires_grad=[False, False, True], hints=LINEAR_HINTS)
