@@ -201,3 +201,16 @@ def test_raises_value_error_for_a_train_loader_without_batches(check, device):
     with hint("a train_loader that yields no batch leaves no loss to average: raise ValueError."):
         check("linear", no_samples(2, device), data, 2, 0.5, probe="fitting",
               options={"state": state, "loader": "ordered", "keep": ("history",)})
+
+
+@pytest.mark.target("set_seed")
+def test_repeats_for_a_seed_beyond_32_bits(check, device):
+    seed = 2**32 + 2**31 + 5
+    with hint(f"NumPy takes only 32-bit seeds: seed it with seed % 2**32 (set_seed({seed}) must work and repeat)."):
+        check(seed, probe="seeding", options={"device": device})
+
+
+@pytest.mark.target("set_seed")
+def test_draws_other_numbers_for_seeds_that_differ_beyond_31_bits(check, device):
+    with hint("NumPy is seeded with seed % 2**32: set_seed(5) and set_seed(5 + 2**31) must start it differently."):
+        check(5, probe="seeding", options={"device": device, "other": 5 + 2**31})
