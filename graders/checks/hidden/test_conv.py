@@ -341,9 +341,3 @@ def test_learns_a_vertical_edge_kernel_from_another_start(check, device):
     check((2, 1), probe="module_sgd_on_device", rtol=1e-3, atol=1e-4,
           options={"inputs": (x,), "labels": y, "state": state, "steps": VERTICAL_STEPS, "lr": VERTICAL_RATE})
 
-
-@pytest.mark.target("pool2d")
-def test_max_pools_a_bool_input_where_padding_never_wins(check, device):
-    x = torch.tensor([[True, False, False, False], [False, False, False, False], [False, False, False, True]],
-                     device=device)
-    check(x, 3, "max", kwargs={"padding": 1})

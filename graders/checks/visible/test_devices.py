@@ -130,7 +130,16 @@ def test_returns_a_bare_tensor_moved_and_anything_else_as_it_is(check, device):
     text = ("a tensor alone moves (keeping its dtype); numbers, strings, None, modules and other objects come "
             "back as they are, the same objects.")
     moved(check, a, destination(device), text)
-    moved(check, [7, "s", None, {"__kind__": "Linear"}, {"__kind__": "max", "of": a}], destination(device), text)
+    moved(check, [7, "s", None, {"__kind__": "Linear"}, {"__kind__": "Opaque", "tensor": a}], destination(device),
+          text)
+
+
+@pytest.mark.target("to_device")
+def test_keeps_a_torch_return_type_as_its_own_tuple_type(check, device):
+    (a,) = tensors(check, 6, (2, 3))
+    moved(check, {"__kind__": "max", "of": a}, destination(device),
+          "torch.max(x, dim=0) returns a torch.return_types.max, a tuple type: rebuild it as its own type, whose "
+          "constructor takes one sequence (type(obj)(items)).")
 
 
 @pytest.mark.target("to_device")
