@@ -108,3 +108,8 @@ def test_raises_value_error_when_the_global_batch_does_not_split_evenly(check, d
 @pytest.mark.target("wrap_ddp")
 def test_moves_the_model_to_the_device_it_is_given_first(check, device):
     check("tiny_net", device, probe="ddp_wrap", options={"device": device, "batch": batch(check, 8, device=device)})
+
+
+@pytest.mark.target("shard")
+def test_returns_the_whole_batch_for_a_world_of_one(check, device):
+    check(torch.arange(6.0, device=device).reshape(3, 2), 0, 1, probe="view")
