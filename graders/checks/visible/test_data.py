@@ -134,7 +134,7 @@ def test_raises_value_error_for_a_malformed_row(check, case):
     text = MALFORMED[case]
     with hint(f"a row whose column count differs from the header's, a feature that is not a float or a label that "
               f"is not an int raises ValueError naming the line.\ndata.csv held {text!r}"):
-        check("data.csv", probe="csv_dataset", options={"content": text, "length": False})
+        check("data.csv", probe="csv_dataset", options={"content": text, "read_all": True})
 
 
 @pytest.mark.target("make_loader")
