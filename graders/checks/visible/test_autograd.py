@@ -320,3 +320,9 @@ def test_leaves_a_callers_w_and_x_that_require_grad_untouched(check, device):
     w, x = randn(check, 84, (1,), (1,), device=device)
     autograd_call(check, w, x, 2, fn=False, watched=[[0, "w"], [1, "x"]], caller="leaf_with_grad", seed=84,
                   hints=ACCUMULATED_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_differentiates_a_caller_x_that_is_not_a_leaf(check, device):
+    autograd_call(check, "cumsum_sin", randn(check, 85, (3,), device=device), caller="non_leaf", seed=85,
+                  hints=JACOBIAN_HINTS)

@@ -205,8 +205,9 @@ def test_sums_channels_with_a_1x1_kernel_and_with_a_kernel_as_large_as_x(check, 
 
 
 @pytest.mark.target("corr2d_multi_in")
-def test_promotes_a_float32_x_and_a_float64_k_to_float64(check, device):
+def test_promotes_mixed_float32_and_float64_to_float64(check, device):
     check(randn(check, 17, 2, 4, 5, device=device), randn(check, 18, 2, 2, 2, device=device, dtype=torch.float64))
+    check(randn(check, 17, 2, 4, 5, device=device, dtype=torch.float64), randn(check, 18, 2, 2, 2, device=device))
 
 
 @pytest.mark.target("corr2d_multi_in")
@@ -241,8 +242,9 @@ def test_maps_channels_with_1x1_kernels_and_with_kernels_as_large_as_x(check, de
 
 
 @pytest.mark.target("corr2d_multi_in_out")
-def test_promotes_float64_and_float32_to_float64(check, device):
+def test_promotes_mixed_float64_and_float32_to_float64(check, device):
     check(randn(check, 27, 2, 4, 5, device=device, dtype=torch.float64), randn(check, 28, 3, 2, 2, 2, device=device))
+    check(randn(check, 27, 2, 4, 5, device=device), randn(check, 28, 3, 2, 2, 2, device=device, dtype=torch.float64))
 
 
 @pytest.mark.target("corr2d_multi_in_out")

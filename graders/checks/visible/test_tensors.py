@@ -92,6 +92,7 @@ VIEW_ERRORS = {
     "minus-one-with-no-elements": (lambda d: (torch.zeros(0, 3, device=d), -1, 0), ()),
     "minus-one-beside-a-zero-size": (lambda d: (torch.arange(6.0, device=d), -1, 0), ()),
     "a-dim-spanning-two-chunks": (lambda d: (torch.arange(6, device=d).reshape(2, 3).t(), 6), ()),
+    "an-expanded-input-flattened": (lambda d: (torch.arange(3.0, device=d).reshape(3, 1).expand(3, 4), 12), ()),
 }
 
 
@@ -124,6 +125,7 @@ def test_gives_size_one_dims_the_strides_tensor_view_does(check, device):
     base = torch.arange(24.0, device=device)
     check(base.reshape(4, 6)[:, :1].t(), 1, 4, probe="view")  # shape (1, 4), strides (1, 6)
     check(base[:9].reshape(3, 3)[1:2, 1:2], 1, 1, probe="view")  # shape (1, 1), strides (3, 1)
+    check(base.reshape(1, 24, 1).transpose(0, 2), 4, 6, probe="view")  # shape (1, 24, 1), strides (24, 1, 1)
 
 
 @pytest.mark.target("view")
@@ -235,8 +237,8 @@ def test_passes_gradients_back_summed_over_broadcast_dims(check, device):
 SCATTER_ERRORS = {
     "dim-out-of-range": (lambda d: (torch.zeros(3, device=d), 1, torch.tensor([0], device=d),
                                     torch.ones(3, device=d)), ()),
-    "negative-dim-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), -3, torch.tensor([[0]], device=d),
-                                             torch.ones(3, 4, device=d)), ()),
+    "negative-dim-out-of-range": (lambda d: (torch.zeros(3, device=d), -2, torch.tensor([0], device=d),
+                                             torch.ones(3, device=d)), ()),
     "float-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[0.0]], device=d),
                                torch.ones(3, 4, device=d)), ()),
     "index-of-another-rank": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([0], device=d),
@@ -367,7 +369,7 @@ def test_passes_gradients_back_to_the_added_src(check, device):
 
 GATHER_ERRORS = {
     "dim-out-of-range": (lambda d: (torch.zeros(2, device=d), 1, torch.tensor([0], device=d)), ()),
-    "negative-dim-out-of-range": (lambda d: (torch.zeros(2, 2, device=d), -3, torch.tensor([[0]], device=d)), ()),
+    "negative-dim-out-of-range": (lambda d: (torch.zeros(2, device=d), -2, torch.tensor([0], device=d)), ()),
     "float-index": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.tensor([[0.0]], device=d)), ()),
     "index-of-another-rank": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.tensor([0], device=d)), ()),
     "index-larger-than-x": (lambda d: (torch.zeros(2, 2, device=d), 1, torch.zeros(3, 1, dtype=torch.long, device=d)),
