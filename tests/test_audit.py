@@ -159,6 +159,52 @@ def test_a_weak_course_reports_exactly_the_survivors_its_checks_let_through(tmp_
     assert "no mutant fails it" in page and "rejects a negative factor" in page
 
 
+def test_a_check_that_adds_nothing_is_listed_for_the_author_without_failing_the_audit(tmp_path):
+    visible = ('import pytest\nimport torch\n\n\n@pytest.mark.target("first")\n'
+               'def test_takes_the_first_element(check):\n    check(torch.tensor([1.0, 2.0]))\n\n\n'
+               '@pytest.mark.target("first")\n'
+               'def test_takes_the_first_of_a_long_vector(check):\n    check(torch.arange(9.0))\n')
+    course = make_course(tmp_path, visible=visible, hidden="", targets="      first: 1")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    result = audit("--assignment", course)
+    assert result.exit_code == 0, result.output
+    assert ("look at: visible check adding nothing: ops.first: takes the first of a long vector (each mutant it "
+            "kills, ops.first: takes the first element kills too") in result.stdout
+    first = by_target(audited("--assignment", course))["ops.first"]
+    assert first["visible_checks_adding_nothing"] == [
+        {"check": "ops.first: takes the first of a long vector", "covered_by": "ops.first: takes the first element"}]
+
+
+ADD_AT = '''\
+def add_at(target, index, src):
+    """Add ``src`` into ``target`` at ``index``, in place; repeated indices add up."""
+    # BEGIN SOLUTION
+    return target.index_put_((index,), src, accumulate=True)
+    # END SOLUTION
+'''
+
+
+def test_a_check_whose_name_names_what_a_mutant_changes_and_passes_it_is_listed(tmp_path):
+    """The issue's example: "accumulates repeated indices" whose indices never repeat passes the variant
+    that does not accumulate, which a hidden check kills."""
+    visible = ('import pytest\nimport torch\n\n\n@pytest.mark.target("add_at")\n'
+               'def test_accumulates_repeated_indices(check):\n'
+               '    check(torch.zeros(4), torch.tensor([0, 2]), torch.tensor([1.0, 2.0]))\n')
+    hidden = ('import pytest\nimport torch\n\n\n@pytest.mark.target("add_at")\n'
+              'def test_adds_up_a_repeated_index(check):\n'
+              '    check(torch.zeros(4), torch.tensor([1, 1]), torch.tensor([1.0, 2.0]))\n')
+    course = make_course(tmp_path, reference=ADD_AT, visible=visible, hidden=hidden, targets="      add_at: 1")
+    result = audit("--assignment", course)
+    assert "look at: visible check ops.add_at: accumulates repeated indices names 'accumulates', yet passes" in result.stdout
+    target = by_target(audited("--assignment", course))["ops.add_at"]
+    assert target["visible_checks_passing_what_their_name_names"] == [{
+        "check": "ops.add_at: accumulates repeated indices", "word": "accumulates",
+        "mutant": next(m["id"] for m in target["mutants"] if m["after"].endswith("accumulate=False)")),
+        "diff": "ops.py:4: return target.index_put_((index,), src, accumulate=True)  →  "
+                "return target.index_put_((index,), src, accumulate=False)",
+        "killed_by": ["ops.add_at: adds up a repeated index"]}]
+
+
 def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a_note(tmp_path):
     course = make_course(tmp_path)
     ids = {m.after: m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", "scale")}

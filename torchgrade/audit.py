@@ -2,19 +2,26 @@
 
 The reference is right by definition, so a check suite is as strong as the mutants of the reference
 it catches (torchgrade.mutants makes them: one small mistake each). Each mutant is a submission
-folder holding only the mutated module, graded like a student's (in the sandbox) by the checks of
-its own target alone; the reference side of every check is computed once and reused. Per target it
+folder, the reference's modules with one of them mutated, graded like a student's (in the sandbox)
+by the checks of its own target alone (only that module is graded); the reference side of every check is computed once and reused. Per target it
 reports the mutants made, those a visible check kills, those only hidden checks kill, and each
 survivor as a one-line diff. A mutant that hangs or crashes is killed (by the time limit, or by
 the grading process's death), and the audit goes on.
 
-It also says where the visible checks do not tell the truth:
+It also says where the visible checks may not tell the truth:
 - a visible check that no mutant fails: what its name claims, nothing measures;
 - a visible check whose kills are all caught by another visible check of the same target asking
-  the same probes (a strict subset, or the same set): it adds nothing that other check does not
-  measure, so the behaviour its name claims (say "accumulates repeated indices") is not exercised
-  by its inputs in any way a mistake shows. Checks that ask different probes (values, gradients,
-  the input left unchanged) measure different things and are not compared.
+  the same probes (a strict subset, or the same set; for the same set, the later one): it adds
+  nothing that other check does not measure. Either the behaviour its name claims (say "accumulates
+  repeated indices") is not exercised by its inputs (the mutant that breaks it then shows up as a
+  survivor or a hidden-only kill beside it), or no single mistake breaks that behaviour alone (an
+  input left unchanged, where no mutant writes into its input), or it is simply redundant;
+- a visible check whose name names what a mutant changes (a word of five letters or more, up to
+  its ending: "accumulates" for ``accumulate=True`` made ``False``), passed by that mutant while
+  another check kills it. Changed defaults, exception names and message text do not count.
+A program cannot read names for what they promise, so these two lists are for the author to look
+through; they do not make the audit fail, where a survivor or a check no mutant fails does. Checks that ask different
+  probes (values, gradients, the input left unchanged) measure different things and are not compared.
 
 An author marks the mutants that no check can tell apart from the reference (equivalent mutants)
 in ``equivalent-mutants.yaml`` beside the checks folder (graders/ in the bundled course), each with a
@@ -25,7 +32,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import keyword
+import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -36,6 +46,7 @@ from typing import Callable
 import yaml
 
 from .config import Assignment, Target, load_assignment
+from .grading import GradingError
 from .mutants import Mutant, make_mutants
 
 #: The file of equivalent mutants, beside the course's checks folder.
@@ -73,8 +84,9 @@ class AuditJob:
 
     def __call__(self, submission):
         from . import batch, plugin
+        from .scoring import Grade
 
-        qualname = submission.name.split("@")[0]
+        qualname, _, ident = submission.name.partition("@")
         only = (qualname,)
         assignment = load_assignment(self.assignment_path)
         with batch._lock:
@@ -87,7 +99,21 @@ class AuditJob:
             if limit is not None and state.assignment.target(*qualname.split(".")).time_limit != limit:
                 # every later round of this session reuses its state's assignment (plugin.pytest_configure)
                 state.assignment = _with_time_limit(state.assignment, qualname, limit)
-        return batch.grade_one(submission, assignment, self.device, only)
+            try:
+                if ident == "reference":  # every check: each must pass
+                    return session.grade(submission.source)
+                # The visible checks, all of them (their kill sets are compared); the hidden ones only
+                # where no visible check kills the mutant (whether one does is all that is reported).
+                grade = session.grade(submission.source, select=lambda item: plugin.visibility(item) == "visible")
+                if not any(t.status in KILLING for t in grade.tests):
+                    hidden = session.grade(submission.source, select=lambda item: plugin.visibility(item) == "hidden")
+                    grade = Grade(grade.submission, grade.tests + hidden.tests)
+                return grade
+            except GradingError:
+                raise
+            except Exception as e:  # the grader, not the mutant (which runs in the sandbox): stop, saying so
+                batch._sessions.pop((str(assignment.path), self.device, only), None)
+                raise GradingError(f"grading {submission.name} failed: {type(e).__name__}: {e}") from None
 
 
 # --- the audit, in the process that runs the command ---
@@ -124,6 +150,8 @@ class TargetAudit:
     checks: list[CheckInfo]
     unmeasured: list[str] = field(default_factory=list)  # visible checks no mutant fails
     subsumed: list[tuple[str, str]] = field(default_factory=list)  # (check, the check that catches all it does)
+    #: (check, the word its name shares with the mutated line, a mutant another check kills but it does not)
+    named_misses: list[tuple[str, str, MutantResult]] = field(default_factory=list)
 
     def count(self, verdict: str) -> int:
         return sum(1 for r in self.results if r.verdict == verdict)
@@ -142,7 +170,10 @@ class TargetAudit:
         return {"target": self.qualname, **self.figures,
                 "mutants": [r.as_dict() for r in self.results],
                 "visible_checks_no_mutant_fails": self.unmeasured,
-                "visible_checks_adding_nothing": [{"check": c, "covered_by": o} for c, o in self.subsumed]}
+                "visible_checks_adding_nothing": [{"check": c, "covered_by": o} for c, o in self.subsumed],
+                "visible_checks_passing_what_their_name_names": [
+                    {"check": c, "word": w, "mutant": r.mutant.id, "diff": r.mutant.diff, "killed_by": r.killed_by}
+                    for c, w, r in self.named_misses]}
 
 
 @dataclass
@@ -168,7 +199,9 @@ class Audit:
 
     @property
     def clean(self) -> bool:
-        return all(not t.survivors and not t.unmeasured and not t.subsumed for t in self.targets)
+        """No survivor and no visible check that no mutant fails (the checks adding nothing are for the
+        author to look through: see the module's docstring)."""
+        return all(not t.survivors and not t.unmeasured for t in self.targets)
 
     def as_dict(self) -> dict:
         return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
@@ -308,12 +341,16 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             target = next(t for t, _, _ in plan if t.qualname == qualname)
             slowest = max((t.duration for t in grade.tests), default=0.0)
             limits[qualname] = min(target.time_limit, max(MIN_LIMIT, LIMIT_FACTOR * slowest))
-        # 2. the mutants, each in a folder of its own holding only the mutated module
+        # 2. the mutants, each in a folder of its own: the reference's modules with one of them mutated (a
+        # probe may import a module of the submission other than the one it grades)
+        modules = {p.name: p.read_bytes() for p in assignment.reference_dir.glob("*.py")}
         submissions, by_name = [], {}
         for target, mutants, _ in plan:
             for m in mutants:
                 folder = work / target.qualname / m.id
                 folder.mkdir(parents=True)
+                for name, content in modules.items():
+                    (folder / name).write_bytes(content)
                 (folder / f"{target.exercise}.py").write_text(m.source, encoding="utf-8")
                 name = f"{target.qualname}@{m.id}"
                 submissions.append(Submission(name, folder))
@@ -363,6 +400,47 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
     return Audit(assignment.title, audits, seed, max_per_target, time.perf_counter() - started, notes)
 
 
+#: Words of check names that say nothing about one behaviour of the code.
+_PLAIN_WORDS = {"matches", "returns", "raises", "torch", "tensor", "tensors", "input", "inputs", "along", "shape",
+                "keeps", "gives", "every", "other", "python", "notes", "example", "examples", "their", "where",
+                "value", "values", "error", "within", "leaves", "after", "works", "passes", "while", "given",
+                "without", "number", "numbers", "result", "first", "second", "float", "float32", "float64",
+                "check", "checks", "random", "small", "large", "which", "there", "shapes", "dimension",
+                "dimensions", "runtime"}
+
+
+def _words(text: str) -> set[str]:
+    """Lower-case words of five letters or more (identifiers split at _ and at capitals)."""
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
+    return {w.lower() for w in re.findall(r"[A-Za-z]{5,}", text.replace("_", " "))} - _PLAIN_WORDS
+
+
+def _changed_words(before: str, after: str) -> set[str]:
+    """The words of what a mutant changed on its line, with the keyword it is the value of
+    (``accumulate=True`` made ``False``: "accumulate"); exception names left out."""
+    start = len(os.path.commonprefix([before, after]))
+    end = len(os.path.commonprefix([before[start:][::-1], after[start:][::-1]]))
+    while start and (before[start - 1].isalnum() or before[start - 1] == "_"):
+        start -= 1  # whole identifiers
+    changed = before[start:len(before) - end] + " " + after[start:len(after) - end]
+    named = re.search(r"(\w+)\s*=\s*$", before[:start])
+    if named:
+        changed += " " + named.group(1)
+    changed = re.sub(r"\b\w*(Error|Exception|Warning)\b", " ", changed)
+    changed = re.sub(r"[rbuf]*(['\"]).*?\1", " ", changed)  # what a message says is not what the code does
+    return {w for w in _words(changed) if not keyword.iskeyword(w)}
+
+
+def _shared_stem(name_words: set[str], code_words: set[str]) -> str | None:
+    """A word of a check's name that is, up to its ending, a word of the code ("accumulates", "accumulate")."""
+    for a in sorted(name_words):
+        for b in code_words:
+            stem = os.path.commonprefix([a, b])
+            if len(stem) >= 5 and len(stem) >= min(len(a), len(b)) - 2:
+                return a
+    return None
+
+
 def _judge_checks(audit: TargetAudit) -> None:
     """The visible checks that measure nothing, and those that add nothing over another (module docstring)."""
     visible = [c for c in audit.checks if c.visibility == "visible"]
@@ -379,6 +457,17 @@ def _judge_checks(audit: TargetAudit) -> None:
             if c.kills < other.kills or (c.kills == other.kills and j < i):
                 audit.subsumed.append((c.name, other.name))
                 break
+    # A check whose name names what a mutant changes, passed by that mutant while another check kills it:
+    # "accumulates repeated indices", passed by `accumulate=True` made `False` (its indices never repeat).
+    for c in visible:
+        words = _words(c.name.partition(": ")[2])
+        for r in audit.results:
+            # (a changed default: a check that names the parameter usually passes it, as it should)
+            if r.verdict in ("visible", "hidden") and c.name not in r.killed_by and r.mutant.operator != "default":
+                word = _shared_stem(words, _changed_words(r.mutant.before, r.mutant.after))
+                if word:
+                    audit.named_misses.append((c.name, word, r))
+                    break
 
 
 # --- output ---
@@ -401,7 +490,11 @@ def lines(audit: Audit) -> list[str]:
         for name in t.unmeasured:
             out.append(f"  visible check no mutant fails: {name}")
         for name, other in t.subsumed:
-            out.append(f"  visible check adding nothing: {name} (each mutant it kills, {other} kills too)")
+            out.append(f"  look at: visible check adding nothing: {name} (each mutant it kills, {other} kills too: "
+                       f"do its inputs exercise what its name claims?)")
+        for name, word, r in t.named_misses:
+            out.append(f"  look at: visible check {name} names '{word}', yet passes {r.mutant.id}  {r.mutant.diff} "
+                       f"(killed by {', '.join(r.killed_by)})")
     out.extend(f"note: {n}" for n in audit.notes)
     if any(t.figures["graded"] < t.figures["made"] for t in audit.targets):
         out.append("note: a sample of the mutants was graded (--max-per-target): a check listed above may kill a "

@@ -593,8 +593,8 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     diff; and the visible checks no mutant fails or that add nothing over another. Mark equivalent
     mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md).
 
-    Exit status: 0 when every non-equivalent mutant is killed and every visible check measures
-    something, 1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
+    Exit status: 0 when every non-equivalent mutant is killed and every visible check kills one,
+    1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
     """
     import json
 
@@ -602,8 +602,10 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     from .sandbox import host
 
     assignment = _assignment(assignment_path)
-    _check_targets(assignment, tuple(t for t in targets if "::" not in t) + tuple(
-        _fail(f"{t}: audit takes exercises or targets, not one check") for t in targets if "::" in t))
+    for target in targets:
+        if "::" in target:
+            _fail(f"{target}: audit takes exercises or targets, not one check")
+    _check_targets(assignment, targets)
     if jobs == 1:
         start_early(assignment.probes_dir)
     _check_course(assignment, "all")

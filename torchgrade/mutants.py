@@ -24,10 +24,13 @@ What is mutated is the target's code: between its ``# BEGIN SOLUTION`` / ``# END
 where it has them (its whole body otherwise), its signature's defaults, and the private helpers it
 calls (module-level names starting with ``_``, transitively), since a student writes those too.
 
-Why not a mutation library: mutmut, cosmic-ray and mutatest each own the loop (write the mutant to
-disk, run a test command, keep a session database) and mutate a whole file with generic operators;
-this needs single mutants of chosen regions, in-process, with operators for tensor code
-(``clone`` dropped, ``sum``/``mean``, ``device=`` dropped) that none of them has.
+Why not a mutation library: mutmut (3.x) and cosmic-ray (8.x), the maintained ones, each own the
+loop: mutmut rewrites a whole project with trampolines and runs pytest itself; cosmic-ray keeps a
+session database, writes each mutant to disk and runs a test command, its operators working on
+parso trees inside that loop (and it brings sqlalchemy, gitpython and more). mutatest has had no
+release since 2022. None offers the operators tensor code needs (``clone`` dropped, ``sum``/``mean``,
+``device=`` dropped, an input changed in place), so the generic half would come from a library
+and the half that matters from here anyway; ``ast`` plus source positions does both.
 """
 
 from __future__ import annotations

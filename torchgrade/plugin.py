@@ -123,6 +123,11 @@ def _target(item: pytest.Item) -> str:
     return str(marker.args[0])
 
 
+def visibility(item: pytest.Item) -> str:
+    """Whether a collected check is "visible" or "hidden" (its folder, or its exercise's setting)."""
+    return _visibility(item, item.config.stash[_state_key])
+
+
 def _visibility(item: pytest.Item, state: GradingState) -> str:
     hidden = Path(str(item.path)).parent.name == "hidden"
     try:

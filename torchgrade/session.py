@@ -20,6 +20,7 @@ as `grade_submission` does.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from _pytest.config import _prepareconfig
@@ -101,15 +102,18 @@ class CheckSession:
             self.close()
             raise GradingError(f"no checks matched {', '.join(self.only) or 'the assignment'}")
 
-    def grade(self, submission: Path, exercises: set[str] | None = None) -> Grade:
-        """Run every collected check (or those of `exercises`) against one submission folder; its scored grade."""
+    def grade(self, submission: Path, exercises: set[str] | None = None,
+              select: Callable[[pytest.Item], bool] | None = None) -> Grade:
+        """Run every collected check (or those of `exercises`, or those `select` keeps) against one
+        submission folder; its scored grade."""
         self.open()
         config, session = self._config, self._session
         config.option.submission = str(Path(submission).resolve())
         plugin.pytest_configure(config)  # a fresh GradingState: this submission, a new sandbox, a new clock
         session.testsfailed = 0
         session.shouldfail = session.shouldstop = False
-        items = [item for item in session.items if exercises is None or plugin.exercise_of(item) in exercises]
+        items = [item for item in session.items if (exercises is None or plugin.exercise_of(item) in exercises)
+                 and (select is None or select(item))]
         reasons = [plugin.set_aside_reason(item) for item in items]
         # Most checks run directly (plugin.run_direct); pytest's protocol sees only the others, so
         # its setup and teardown of scopes follow them alone.
