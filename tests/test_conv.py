@@ -136,7 +136,7 @@ LOOPS = """
             for j in range(Wo):
                 window = P[..., i * sh:i * sh + kh, j * sw:j * sw + kw]
                 if mode == "max":
-                    Y[..., i, j] = window.amax(dim=(-2, -1))
+                    Y[..., i, j] = window.flatten(-2).max(-1).values  # the first maximum gets the gradient
                 elif X.is_floating_point():
                     Y[..., i, j] = window.sum(dim=(-2, -1)) / (kh * kw)
                 else:
@@ -181,7 +181,7 @@ STACKED = """
         windows = torch.stack([P[..., a:a + sh * (Ho - 1) + 1:sh, b:b + sw * (Wo - 1) + 1:sw]
                                for a in range(kh) for b in range(kw)])
         if mode == "max":
-            return windows.amax(0)
+            return windows.max(0).values  # the first maximum (row by row) gets the gradient, as F.max_pool2d
         total = windows.sum(0)
         return total / (kh * kw) if X.is_floating_point() else torch.div(total, kh * kw, rounding_mode="trunc")
 """

@@ -70,19 +70,18 @@ def test_to_device_that_rebuilds_a_defaultdict_without_its_factory_loses_to_devi
     g = grade(only=("devices",), replace={"devices": [(
         "        if isinstance(obj, defaultdict):\n            return type(obj)(obj.default_factory, pairs)\n", "")]})
     assert lost_targets(g) == {"devices.to_device"}
-    message = failures(g, "devices.to_device")[0]
-    assert "your code raised TypeError: first argument must be callable or None" in message
-    assert "the same default_factory" in message
+    # the first check of several about it that fails (visible ones come first); this is the hidden one's message
+    assert any("your code raised TypeError: first argument must be callable or None" in message
+               and "the same default_factory" in message for message in failures(g, "devices.to_device"))
 
 
 def test_to_device_that_moves_a_module_loses_to_device_points(grade):
     g = grade(only=("devices",), **wrapped_to_device(
         "    if isinstance(obj, torch.nn.Module):\n        return obj.to(device)\n"))
     assert lost_targets(g) == {"devices.to_device"}
-    message = failures(g, "devices.to_device")[0]
-    assert "['structure']['out[5]']: expected \"torch.nn.modules.linear.Linear: the object passed in, its tensors " \
-           "on ['cpu']\", got \"torch.nn.modules.linear.Linear: the object passed in, its tensors on ['meta']\"" \
-           in message
+    assert any("['structure']['out[5]']: expected \"torch.nn.modules.linear.Linear: the object passed in, its tensors "
+               "on ['cpu']\", got \"torch.nn.modules.linear.Linear: the object passed in, its tensors on ['meta']\""
+               in message for message in failures(g, "devices.to_device"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a machine with CUDA this mistake picks the right device")

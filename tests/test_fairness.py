@@ -25,6 +25,8 @@ with warnings.catch_warnings():  # the checks' `target` mark is registered by th
     warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
     from graders.checks.hidden import test_conv as hidden_conv
     from graders.checks.hidden import test_tensors as hidden_tensors
+    from graders.checks.visible import test_conv as visible_conv
+    from graders.checks.visible import test_tensors as visible_tensors
 
 from conftest import failures
 
@@ -91,6 +93,59 @@ def test_tensors_errors_are_those_of_the_torch_ops():
     assert raised_by(torch.zeros(3).scatter_add_, 0, torch.tensor([0, 3]), torch.ones(2)) in ("RuntimeError",
                                                                                               "IndexError")
     assert raised_by(torch.gather, torch.zeros(2, 2), 1, torch.tensor([[0, 2]])) in ("RuntimeError", "IndexError")
+
+
+@pytest.mark.parametrize("table, wrap", [
+    (visible_conv.CORR2D_SHAPE_ERRORS, lambda x, k: (x[None, None], k[None, None])),
+    (visible_conv.MULTI_IN_SHAPE_ERRORS, lambda x, k: (x[None], k[None])),
+    (visible_conv.MULTI_IN_OUT_SHAPE_ERRORS, lambda x, k: (x, k)),
+], ids=["corr2d", "corr2d_multi_in", "corr2d_multi_in_out"])
+def test_visible_corr2d_errors_are_those_of_conv2d(table, wrap):
+    for case, (x_shape, k_shape) in table.items():
+        assert raised_by(F.conv2d, *wrap(torch.ones(x_shape), torch.ones(k_shape))) == "RuntimeError", case
+
+
+@pytest.mark.parametrize("case", visible_conv.POOL_ARGUMENT_ERRORS)
+def test_visible_pool2d_errors_accept_what_torch_pooling_raises(case):
+    shape, pool_size, mode, stride, padding, accept = visible_conv.POOL_ARGUMENT_ERRORS[case]
+    x = torch.ones(shape)
+    op = F.max_pool2d if mode == "max" else F.avg_pool2d
+    kind = raised_by(op, x if x.dim() < 2 else x[None], pool_size, stride, padding)
+    assert kind is not None and kind in ("ValueError", *accept), (case, kind)
+
+
+def test_visible_pad2d_errors_accept_what_f_pad_raises():
+    for shape in [(5,), ()]:
+        assert raised_by(F.pad, torch.ones(shape), (1, 1, 1, 1)) in ("ValueError", *visible_conv.PAD_SHAPE_ERROR_ACCEPT)
+
+
+def _tensors_error_cases():
+    """(op, target, table, case) for each error table of the visible tensors checks."""
+    tables = {"view": (lambda x, *shape: x.view(*shape), visible_tensors.VIEW_ERRORS),
+              "broadcast_to": (torch.broadcast_to, visible_tensors.BROADCAST_TO_ERRORS),
+              "scatter_": (lambda t, *a: t.scatter_(*a), visible_tensors.SCATTER_ERRORS),
+              "scatter_add_": (lambda t, *a: t.scatter_add_(*a), visible_tensors.SCATTER_ERRORS),
+              "gather": (torch.gather, visible_tensors.GATHER_ERRORS),
+              "one_hot": (F.one_hot, visible_tensors.ONE_HOT_ERRORS),
+              "broadcast_shape": (torch.broadcast_shapes, {  # its table holds the shapes themselves
+                  case: (lambda _device, shapes=shapes: shapes, accept)
+                  for case, (shapes, accept) in visible_tensors.BROADCAST_SHAPE_ERRORS.items()})}
+    return [(name, op, table, case) for name, (op, table) in tables.items() for case in table]
+
+
+@pytest.mark.parametrize("name, op, table, case", _tensors_error_cases(),
+                         ids=[f"{n}-{c}" for n, _, _, c in _tensors_error_cases()])
+def test_tensors_error_tables_accept_what_the_torch_op_raises(name, op, table, case):
+    """Each visible error check accepts the reference's type and what PyTorch raises for the same input."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reference_tensors", CHECKS.parent.parent / "reference" / "tensors.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    build, accept = table[case]
+    torch_kind = raised_by(op, *build("cpu"))
+    reference_kind = raised_by(getattr(reference, name), *build("cpu"))
+    assert torch_kind is not None and reference_kind is not None, (case, torch_kind, reference_kind)
+    assert torch_kind in (reference_kind, *accept), (case, torch_kind, reference_kind, accept)
 
 
 def test_vjp_error_is_that_of_backward():

@@ -150,7 +150,7 @@ def test_another_correct_implementation_scores_full_marks(grade):
 
         def set_seed(seed):
             torch.random.manual_seed(seed)
-            numpy.random.seed(seed)
+            numpy.random.seed(seed % 2**32)  # NumPy takes 32-bit seeds (the docstring)
             random.seed(seed)
 
         def train_step(model, batch, loss_fn, optimizer):
@@ -165,11 +165,15 @@ def test_another_correct_implementation_scores_full_marks(grade):
             model.eval()
             with torch.inference_mode():
                 pairs = [(model(x), y) for x, y in loader]
+                if not pairs:
+                    raise ValueError("accuracy over no samples is undefined")
                 outputs = torch.cat([o for o, _ in pairs])
                 targets = torch.cat([t for _, t in pairs])
                 return (outputs.argmax(1) == targets).double().mean()
 
         def fit(model, train_loader, val_loader, epochs, lr):
+            if epochs < 0:
+                raise ValueError("epochs must be >= 0")
             optimizer = torch.optim.SGD(model.parameters(), lr)
             history = []
             for epoch in range(epochs):
@@ -181,6 +185,8 @@ def test_another_correct_implementation_scores_full_marks(grade):
                     loss.backward()
                     optimizer.step()
                     total, count = total + loss.item() * len(y), count + len(y)
+                if count == 0:
+                    raise ValueError("the train loader gave no batch")
                 history.append({"val_accuracy": evaluate(model, val_loader), "train_loss": total / count,
                                 "epoch": epoch + 1})
             return history

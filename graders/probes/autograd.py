@@ -7,7 +7,8 @@ caller's tensors (values, ``requires_grad``, ``.grad``): the contract says they 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -39,7 +40,22 @@ FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "row_sums": lambda t: t.sum(dim=1),
     "outer_sin": lambda t: torch.outer(t, torch.sin(t)),
     "sum_of_squares": lambda t: (t ** 2).sum(),
+    "relu": torch.relu,
+    "no_outputs": lambda t: 2 * t.reshape(-1)[:0],
 }
+
+
+@contextlib.contextmanager
+def uninitialised_memory_shows() -> Iterator[None]:
+    """While the target runs, torch.empty* fill new memory with NaN (integers: their largest value), as
+    PyTorch does in deterministic mode: a result left uninitialised (``empty_like`` where ``zeros_like``
+    was meant) then shows every time instead of passing when the allocator happens to hand out zeros."""
+    state = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(state[0], warn_only=state[1])
 
 
 def _caller_tensors(args: list, watched: tuple[int, ...], caller: str, seed: int) -> dict[int, torch.Tensor]:
@@ -77,7 +93,8 @@ def autograd_call(target: Target, args: tuple, kwargs: dict, fn: bool = True, wa
     positions = tuple(i for i, _ in watched)
     leaves = _caller_tensors(args, positions, caller, seed)
     before = {i: args[i].detach().clone() for i in positions}
-    raw = target(*args, **kwargs)
+    with uninitialised_memory_shows():
+        raw = target(*args, **kwargs)
     facts: dict[str, Any] = {"caller_requires_grad_after": {}, "caller_grad_after": {}, "caller_values_kept": {}}
     for i, name in watched:
         x, grad = args[i], leaves[i].grad

@@ -63,12 +63,22 @@ def _dataset(target: Target, path: str, args: tuple, kwargs: dict) -> Any:
 
 @probe
 def csv_dataset(target: Target, args: tuple, kwargs: dict, content: str = "", indices: tuple = (),
-                length: bool = True, kind: bool = False) -> dict:
+                length: bool = True, kind: bool = False, read_all: bool = False) -> dict:
     """Write `content` to the file named args[0], build the dataset on its path, and report on it.
 
     Transforms in `kwargs` are names from TRANSFORMS. Reports (each when asked): whether the result
-    is a torch.utils.data.Dataset, ``len(ds)``, and ``ds[i]`` for each of `indices`.
+    is a torch.utils.data.Dataset, ``len(ds)``, and ``ds[i]`` for each of `indices`. With `read_all`,
+    only what building the dataset and reading every row raised, wherever it raised (a dataset may
+    parse its rows in ``__init__`` or when they are read).
     """
+    if read_all:
+        with written(args[0], content) as path:
+            try:
+                dataset = _dataset(target, path, args, kwargs)
+                target.run(lambda: [dataset[i] for i in range(len(dataset))])
+            except Raised as e:
+                return {"building the dataset and reading every row": raised(e.error)}
+        return {"building the dataset and reading every row": "raised nothing"}
     with written(args[0], content) as path:
         dataset = _dataset(target, path, args, kwargs)
         facts: dict[str, Any] = {}

@@ -121,12 +121,6 @@ def test_returns_zeros_after_zero_steps(check, device):
     autograd_call(check, w, x, 0, fn=False, watched=[[0, "w"], [1, "x"]], hints=ACCUMULATED_HINTS)
 
 
-@pytest.mark.target("accumulated_grad")
-def test_raises_value_error_for_negative_steps(check, device):
-    w, x = randn(check, 53, (1,), (1,), device=device)
-    autograd_call(check, w, x, -1, fn=False, watched=[[0, "w"], [1, "x"]], hints=ACCUMULATED_HINTS)
-
-
 @pytest.mark.target("sgd_step_")
 def test_updates_a_parameter_listed_twice_once(check, device):
     check.random(61)

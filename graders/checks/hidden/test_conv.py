@@ -340,3 +340,4 @@ def test_learns_a_vertical_edge_kernel_from_another_start(check, device):
     x, y, state = vertical_edges(randn(check, 603, 8, 6), device)
     check((2, 1), probe="module_sgd_on_device", rtol=1e-3, atol=1e-4,
           options={"inputs": (x,), "labels": y, "state": state, "steps": VERTICAL_STEPS, "lr": VERTICAL_RATE})
+

@@ -231,3 +231,98 @@ def test_steps_a_list_of_parameters_in_place(check, device):
     check.random(12)
     explain(check, "list(model.parameters())", 0.5, probe="autograd_sgd_step",
             options={"device": device, "seed": 12}, hints=SGD_HINTS, note=sgd_note())
+
+
+# --- what each stub's docstring promises, one claim per check --------------------------------------
+
+@pytest.mark.target("vjp")
+def test_gives_the_plain_gradient_for_a_scalar_output_and_a_0_d_v(check, device):
+    x = randn(check, 70, (3,), device=device)
+    autograd_call(check, "sum_of_squares", x, torch.tensor(1.0, dtype=torch.float64, device=device),
+                  hints=VJP_HINTS)
+
+
+@pytest.mark.target("vjp")
+def test_is_zero_for_an_output_that_ignores_x(check, device):
+    autograd_call(check, "constant", randn(check, 71, (2,), device=device),
+                  torch.ones(3, dtype=torch.float64, device=device), hints=VJP_HINTS)
+
+
+@pytest.mark.target("vjp")
+def test_raises_runtime_error_for_a_v_shaped_unlike_the_output(check, device):
+    x, v = randn(check, 72, (3,), (2,), device=device)
+    explain(check, "sin", x, v, probe="autograd_call", hints=VJP_HINTS, like="Tensor.backward")
+
+
+@pytest.mark.target("vjp")
+def test_works_on_a_caller_x_that_is_not_a_leaf(check, device):
+    x, v = randn(check, 73, (4,), (4,), device=device)
+    autograd_call(check, "sin", x, v, caller="non_leaf", seed=73, hints=VJP_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_gives_a_0_d_result_for_a_scalar_function_of_a_0_d_x(check, device):
+    autograd_call(check, "sin", randn(check, 74, (), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_has_the_shape_of_x_for_a_scalar_output(check, device):
+    autograd_call(check, "sum_of_squares", randn(check, 75, (3,), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_gives_zero_rows_where_the_output_ignores_x(check, device):
+    autograd_call(check, "constant", randn(check, 76, (3,), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_gives_zero_for_a_linear_function(check, device):
+    autograd_call(check, "linear", randn(check, 77, (4,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_differentiates_a_0_d_x(check, device):
+    autograd_call(check, "cube", randn(check, 78, (), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_gives_zeros_for_zero_steps(check, device):
+    w, x = randn(check, 79, (1,), (1,), device=device)
+    autograd_call(check, w, x, 0, fn=False, hints=ACCUMULATED_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_rejects_negative_steps_with_value_error(check, device):
+    w, x = randn(check, 80, (1,), (1,), device=device)
+    autograd_call(check, w, x, -1, fn=False, hints=ACCUMULATED_HINTS)
+
+
+@pytest.mark.target("sgd_step_")
+def test_updates_a_parameter_given_twice_only_once(check, device):
+    check.random(81)
+    explain(check, "a list naming one parameter twice", 0.1, probe="autograd_sgd_step",
+            options={"device": device, "seed": 81}, hints=SGD_HINTS, note=sgd_note())
+
+
+@pytest.mark.target("jacobian")
+def test_has_no_rows_for_a_function_with_no_outputs(check, device):
+    autograd_call(check, "no_outputs", randn(check, 82, (2, 3), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+@pytest.mark.parametrize("fn", ["constant", "relu"])
+def test_gives_zero_where_f_is_constant_or_piecewise_linear(check, device, fn):
+    autograd_call(check, fn, randn(check, 83, (5,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_leaves_a_callers_w_and_x_that_require_grad_untouched(check, device):
+    w, x = randn(check, 84, (1,), (1,), device=device)
+    autograd_call(check, w, x, 2, fn=False, watched=[[0, "w"], [1, "x"]], caller="leaf_with_grad", seed=84,
+                  hints=ACCUMULATED_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_differentiates_a_caller_x_that_is_not_a_leaf(check, device):
+    autograd_call(check, "cumsum_sin", randn(check, 85, (3,), device=device), caller="non_leaf", seed=85,
+                  hints=JACOBIAN_HINTS)

@@ -94,3 +94,61 @@ def test_shuffles_when_training(check):
               "most once. The dataset is a TensorDataset over the numbers 0..19."):
         check(torch.arange(20), 5, True, probe="loader",
               options={"seed": 6, "keep": ("samples in dataset order", "every sample at most once")})
+
+
+# --- what each stub's docstring promises, one claim per check --------------------------------------
+
+@pytest.mark.target("CSVDataset")
+def test_ignores_blank_lines_wherever_they_are(check):
+    text = "\n" + csv_text(check, 7, rows=4, features=2).replace("\n", "\n\n", 2) + "\n\n"
+    with hint(f"blank lines are not rows, wherever they are (before the header, between rows, at the end).\n"
+              f"data.csv held {text!r}"):
+        check("data.csv", probe="csv_dataset", options={"content": text, "indices": list(range(4))})
+
+
+@pytest.mark.target("CSVDataset")
+def test_is_empty_for_a_file_holding_only_its_header(check):
+    with hint("a file holding only its header row has no samples: len(ds) is 0."):
+        check("data.csv", probe="csv_dataset", options={"content": "x1,x2,label\n"})
+
+
+@pytest.mark.target("CSVDataset")
+def test_indexes_like_a_list_from_the_end_and_raises_index_error_past_it(check):
+    text = csv_text(check, 8, rows=3, features=2)
+    with hint(f"ds[i] follows a Python list: ds[-1] is the last row, and ds[3] of 3 rows raises IndexError (which "
+              f"ends `for x in ds`).\ndata.csv held {text!r}"):
+        check("data.csv", probe="csv_dataset", options={"content": text, "indices": [-1, -3, 3, -4], "length": False})
+
+
+#: Files with a malformed data row (line 3), each of which must raise ValueError.
+MALFORMED = {
+    "a-row-with-a-missing-column": "x1,x2,label\n1,2,0\n3,1\n",
+    "a-feature-that-is-not-a-number": "x1,x2,label\n1,2,0\n3,abc,1\n",
+    "a-label-that-is-not-an-integer": "x1,x2,label\n1,2,0\n3,4,1.5\n",
+}
+
+
+@pytest.mark.target("CSVDataset")
+@pytest.mark.parametrize("case", MALFORMED)
+def test_raises_value_error_for_a_malformed_row(check, case):
+    text = MALFORMED[case]
+    with hint(f"a row whose column count differs from the header's, a feature that is not a float or a label that "
+              f"is not an int raises ValueError naming the line.\ndata.csv held {text!r}"):
+        check("data.csv", probe="csv_dataset", options={"content": text, "read_all": True})
+
+
+@pytest.mark.target("make_loader")
+def test_draws_a_new_order_every_epoch_when_training(check):
+    check.random(7)
+    with hint("With train=True every epoch (every new iteration over the loader) is shuffled again."):
+        check(torch.arange(16), 4, True, probe="loader",
+              options={"seed": 7, "epochs": 2, "keep": ("every epoch in the same order",)})
+
+
+@pytest.mark.target("make_loader")
+def test_passes_batch_size_and_num_workers_on_unchanged(check):
+    with hint("batch_size and num_workers are passed on to the DataLoader unchanged."):
+        check(torch.arange(7), 3, False, kwargs={"num_workers": 1}, probe="loader",
+              options={"iterate": False, "workers": True})
+        check(torch.arange(7), 3, False, probe="loader", options={"workers": True, "keep": ("batch sizes",
+                                                                                            "num_workers")})

@@ -104,3 +104,45 @@ def test_keeps_tuples_as_tuples_and_named_tuples_as_their_own_type(check, device
     moved(check, (a, namedtuple("Batch", b, (c, "label"))), destination(device),
           "a tuple comes back a tuple (not a list), and a named tuple as its own class, built with "
           "type(obj)(*items) since its fields are separate arguments (Batch(x, y), not Batch([x, y])).")
+
+
+# --- what each stub's docstring promises, one claim per check --------------------------------------
+
+@pytest.mark.target("pick_device")
+def test_returns_the_cpu_for_a_preference_other_than_cuda(check):
+    with hint('pick_device("mps") (or any prefer other than "cuda") is torch.device("cpu").'):
+        check("mps", probe="chosen_device")
+
+
+@pytest.mark.target("to_device")
+def test_moves_the_tensors_in_sets_and_keeps_other_mappings_types(check, device):
+    a, b, c = tensors(check, 3, (2,), (3,), (1,))
+    moved(check, [{"__kind__": "set", "items": [a, 1]}, {"__kind__": "frozenset", "items": [b]},
+                  {"__kind__": "OrderedDict", "entries": [["y", c], ["x", 1]]},
+                  {"__kind__": "defaultdict", "factory": "int", "entries": {"k": a}}], destination(device),
+          "sets stay sets, frozensets frozensets, an OrderedDict keeps its order and a defaultdict its "
+          "default_factory: rebuild each container with its own type.")
+
+
+@pytest.mark.target("to_device")
+def test_returns_a_bare_tensor_moved_and_anything_else_as_it_is(check, device):
+    (a,) = tensors(check, 4, (2, 2), dtype=torch.float64)
+    text = ("a tensor alone moves (keeping its dtype); numbers, strings, None, modules and other objects come "
+            "back as they are, the same objects.")
+    moved(check, a, destination(device), text)
+    moved(check, [7, "s", None, {"__kind__": "Linear"}, {"__kind__": "Opaque", "tensor": a}], destination(device),
+          text)
+
+
+@pytest.mark.target("to_device")
+def test_keeps_a_torch_return_type_as_its_own_tuple_type(check, device):
+    (a,) = tensors(check, 6, (2, 3))
+    moved(check, {"__kind__": "max", "of": a}, destination(device),
+          "torch.max(x, dim=0) returns a torch.return_types.max, a tuple type: rebuild it as its own type, whose "
+          "constructor takes one sequence (type(obj)(items)).")
+
+
+@pytest.mark.target("to_device")
+def test_accepts_the_device_as_a_torch_device(check, device):
+    (a,) = tensors(check, 5, (3,))
+    moved(check, [a, ()], torch.device(destination(device)), "device may be a string or a torch.device.")

@@ -157,3 +157,45 @@ def test_returns_none_where_needs_input_grad_is_false(check, device):
 def test_linear_backward_passes_gradcheck(check, device):
     x, weight, bias = randn(check, 10, (3, 2), (4, 2), (4,), device=device)
     gradcheck(check, x, weight, bias, requires_grad=[True, True, True], hints=LINEAR_HINTS)
+
+
+# --- what each stub's docstring promises, one claim per check --------------------------------------
+
+@pytest.mark.target("legendre_model")
+def test_takes_numbers_for_a_and_b_and_broadcasts_over_a_vector_x(check, device):
+    c, d, x = randn(check, 11, (), (), (4,), device=device)
+    explain(check, 2.0, 0.5, c, d, x, probe="function_model",
+            options={"requires_grad": [False, False, True, True, True], "uses": "LegendreP3"}, hints=MODEL_HINTS)
+
+
+@pytest.mark.target("Conv2dFn")
+def test_convolves_an_unbatched_input(check, device):
+    X, weight = randn(check, 12, (2, 5, 4), (3, 2, 2, 2), device=device)
+    apply(check, X, weight, requires_grad=[True, True], hints=CONV_HINTS)
+
+
+@pytest.mark.target("LinearFn")
+@pytest.mark.parametrize("shape", [(3,), (2, 4, 3)], ids=["no-batch-dimension", "two-batch-dimensions"])
+def test_maps_any_number_of_batch_dimensions(check, device, shape):
+    x, weight, bias = randn(check, 13, shape, (2, 3), (2,), device=device)
+    apply(check, x, weight, bias, requires_grad=[True, True, True], hints=LINEAR_HINTS)
+
+
+@pytest.mark.target("LinearFn")
+def test_returns_no_gradient_for_a_bias_given_as_none(check, device):
+    x, weight = randn(check, 14, (4, 3), (2, 3), device=device)
+    apply(check, x, weight, None, requires_grad=[True, True, False], hints=LINEAR_HINTS)
+
+
+@pytest.mark.target("Conv2dFn")
+@pytest.mark.parametrize("needs", [[True, False], [False, True]], ids=["only-x", "only-weight"])
+def test_delivers_the_gradient_that_is_needed_when_only_one_is(check, device, needs):
+    X, weight = randn(check, 15, (2, 1, 4, 5), (2, 1, 2, 2), device=device)
+    # Conv2dFn's contract asks for the needed gradient, not None for the other (raw_backward=False)
+    apply(check, X, weight, requires_grad=needs, raw_backward=False, hints=CONV_HINTS)
+
+
+@pytest.mark.target("LinearFn")
+def test_returns_only_the_bias_gradient_when_only_bias_needs_one(check, device):
+    x, weight, bias = randn(check, 16, (4, 3), (2, 3), (2,), device=device)
+    apply(check, x, weight, bias, requires_grad=[False, False, True], hints=LINEAR_HINTS)

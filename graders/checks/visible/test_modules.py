@@ -187,3 +187,21 @@ def test_counts_the_scalars_of_the_notes_mlp(check):
 def test_counts_frozen_parameters_only_when_asked(check, trainable_only):
     explain(check, "MLP(784, 256, 10) with the first layer frozen", probe="count_parameters_of",
             kwargs={"trainable_only": trainable_only}, exact=True, hints=COUNT_HINTS)
+
+
+@pytest.mark.target("count_parameters")
+def test_counts_only_trainable_parameters_by_default(check):
+    explain(check, "MLP(784, 256, 10) with the first layer frozen", probe="count_parameters_of", exact=True,
+            hints=COUNT_HINTS)
+
+
+@pytest.mark.target("count_parameters")
+@pytest.mark.parametrize("model", ["Embedding(100, 16) tied to Linear(16, 100)",
+                                   "Conv2d(3, 8, 3) and BatchNorm2d(8) (with buffers)"])
+def test_counts_a_shared_parameter_once_and_no_buffers(check, model):
+    explain(check, model, probe="count_parameters_of", exact=True, hints=COUNT_HINTS)
+
+
+@pytest.mark.target("count_parameters")
+def test_returns_zero_for_a_model_without_parameters(check):
+    explain(check, "ReLU() (no parameters)", probe="count_parameters_of", exact=True, hints=COUNT_HINTS)

@@ -63,3 +63,53 @@ def test_returns_the_mean_loss_of_the_whole_batch_on_every_rank(check, device):
 def test_returns_a_distributed_data_parallel_that_keeps_the_ranks_in_step(check, device):
     args = ("tiny_net",) if device == "cpu" else ("tiny_net", device)
     check(*args, probe="ddp_wrap", options={"device": device, "batch": batch(check, 5, device=device)})
+
+
+# --- what each stub's docstring promises, one claim per check --------------------------------------
+
+@pytest.mark.target("shard")
+def test_keeps_a_list_batch_a_list(check, device):
+    inputs, labels = batch(check, 6, rows=6, device=device)
+    check([inputs, labels], 1, 3)
+
+
+#: (batch shape, rank, world_size) that shard refuses with ValueError.
+SHARD_ARGUMENT_ERRORS = {
+    "rank-equal-to-world-size": ((4, 3), 2, 2),
+    "negative-rank": ((4, 3), -1, 2),
+    "world-size-0": ((4, 3), 0, 0),
+    "a-0-dim-tensor": ((), 0, 1),
+}
+
+
+@pytest.mark.target("shard")
+@pytest.mark.parametrize("case", SHARD_ARGUMENT_ERRORS)
+def test_raises_value_error_for_a_rank_world_size_or_tensor_it_cannot_shard(check, device, case):
+    shape, rank, world_size = SHARD_ARGUMENT_ERRORS[case]
+    check(torch.zeros(shape, device=device), rank, world_size)
+
+
+@pytest.mark.target("shard")
+def test_raises_type_error_for_an_item_that_is_not_a_tensor(check, device):
+    check((torch.zeros(4, 3, device=device), "labels"), 0, 2)
+
+
+@pytest.mark.target("broadcast_parameters")
+def test_every_rank_ends_with_the_parameters_and_buffers_of_the_src_rank(check, device):
+    check("tiny_net", kwargs={"src": 1}, probe="ddp_broadcast", options={"device": device, "seed": 3}, exact=True)
+
+
+@pytest.mark.target("ddp_train_step")
+def test_raises_value_error_when_the_global_batch_does_not_split_evenly(check, device):
+    check("linear", batch(check, 7, rows=5, device=device), "mse", "sgd", probe="ddp_train",
+          options={"device": device, "steps": 1})
+
+
+@pytest.mark.target("wrap_ddp")
+def test_moves_the_model_to_the_device_it_is_given_first(check, device):
+    check("tiny_net", device, probe="ddp_wrap", options={"device": device, "batch": batch(check, 8, device=device)})
+
+
+@pytest.mark.target("shard")
+def test_returns_the_whole_batch_for_a_world_of_one(check, device):
+    check(torch.arange(6.0, device=device).reshape(3, 2), 0, 1, probe="view")

@@ -163,3 +163,54 @@ def test_reaches_90_percent_validation_accuracy_on_a_separable_problem(check, de
         check("linear", train, val, 10, 0.5, probe="fitting",
               options={"state": state, "loader": "shuffled", "seed": 9, "threshold": 0.9,
                        "keep": ("val_accuracy after the last epoch",)})
+
+
+def no_samples(n_in, device):
+    """(inputs, targets) with no samples: a DataLoader over them yields no batch at all."""
+    return torch.zeros(0, n_in, dtype=torch.float64, device=device), torch.zeros(0, dtype=torch.long, device=device)
+
+
+@pytest.mark.target("evaluate")
+def test_raises_value_error_for_an_empty_loader(check, device):
+    state = linear_state(check.random(10), 3, 3, device)
+    with hint("accuracy over no samples is undefined (0 / 0): raise ValueError when the loader gave no sample."):
+        check("linear", no_samples(3, device), probe="evaluation", options={"state": state, "loader": "ordered"})
+
+
+@pytest.mark.target("fit")
+def test_returns_an_empty_history_for_zero_epochs(check, device):
+    g = check.random(11)
+    state, data = linear_state(g, 2, 2, device), separable(g, 8, device)
+    with hint("fit returns one record per epoch: [] for epochs=0."):
+        check("linear", data, data, 0, 0.5, probe="fitting", options={"state": state, "keep": ("history",)})
+
+
+@pytest.mark.target("fit")
+def test_raises_value_error_for_negative_epochs(check, device):
+    g = check.random(12)
+    state, data = linear_state(g, 2, 2, device), separable(g, 8, device)
+    with hint("a negative number of epochs is a mistake by the caller: raise ValueError (range(epochs) would "
+              "silently train nothing)."):
+        check("linear", data, data, -1, 0.5, probe="fitting", options={"state": state, "keep": ("history",)})
+
+
+@pytest.mark.target("fit")
+def test_raises_value_error_for_a_train_loader_without_batches(check, device):
+    g = check.random(13)
+    state, data = linear_state(g, 2, 2, device), separable(g, 8, device)
+    with hint("a train_loader that yields no batch leaves no loss to average: raise ValueError."):
+        check("linear", no_samples(2, device), data, 2, 0.5, probe="fitting",
+              options={"state": state, "loader": "ordered", "keep": ("history",)})
+
+
+@pytest.mark.target("set_seed")
+def test_repeats_for_a_seed_beyond_32_bits(check, device):
+    seed = 2**32 + 2**31 + 5
+    with hint(f"NumPy takes only 32-bit seeds: seed it with seed % 2**32 (set_seed({seed}) must work and repeat)."):
+        check(seed, probe="seeding", options={"device": device})
+
+
+@pytest.mark.target("set_seed")
+def test_draws_other_numbers_for_seeds_that_differ_beyond_31_bits(check, device):
+    with hint("NumPy is seeded with seed % 2**32: set_seed(5) and set_seed(5 + 2**31) must start it differently."):
+        check(5, probe="seeding", options={"device": device, "other": 5 + 2**31})

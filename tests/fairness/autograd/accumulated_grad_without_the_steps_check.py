@@ -1,4 +1,4 @@
-# expect: loses {"accumulated_grad": ["test_raises_value_error_for_negative_steps"]}
+# expect: loses {"accumulated_grad": ["test_rejects_negative_steps_with_value_error"]}
 # message: expected ValueError to be raised (steps must be >= 0, got -1), but the call returned a Tensor
 # never: as PyTorch does
 """accumulated_grad right for every steps >= 0, but a negative steps returns zeros instead of raising."""

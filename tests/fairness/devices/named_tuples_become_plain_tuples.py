@@ -1,4 +1,4 @@
-# expect: loses {"to_device": ["test_keeps_torch_return_types", "test_keeps_tuples_as_tuples_and_named_tuples_as_their_own_type"]}
+# expect: loses {"to_device": ["test_keeps_a_torch_return_type_as_its_own_tuple_type", "test_keeps_torch_return_types", "test_keeps_tuples_as_tuples_and_named_tuples_as_their_own_type"]}
 # message: expected 'Batch (a named tuple)', got 'tuple'
 """to_device that rebuilds every tuple as a plain tuple: right for lists, dicts and plain tuples, but a
 named tuple comes back without its field names."""

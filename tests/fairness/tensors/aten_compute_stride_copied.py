@@ -66,6 +66,9 @@ def view(x, *shape):
 
 
 def broadcast_shape(*shapes):
+    shapes = [(s,) if isinstance(s, int) else s for s in shapes if s is not None]
+    if not all(isinstance(s, (tuple, list)) for s in shapes):
+        raise RuntimeError(f"Input shapes should be of type ints, a tuple of ints, or a list of ints, got {shapes}")
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -76,6 +79,8 @@ def broadcast_shape(*shapes):
                 continue
             if size != 1 and s[d] != size:
                 raise RuntimeError(f"shape mismatch: objects cannot be broadcast to a single shape ({shapes})")
+            if s[d] < 0:
+                raise ValueError("Attempting to broadcast a dimension with negative length!")
             size = s[d]
         out.append(size)
     return tuple(out)
@@ -101,10 +106,17 @@ def broadcast_to(x, shape):
     sizes = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
     if any(s == -1 for s in shape[:lead]):
         raise RuntimeError("-1 is not allowed in a leading, non-existing dimension")
+    for i in reversed(range(lead)):  # a new size-1 dim: the extent of the dim after it, as ATen's expand
+        if sizes[i] == 1 and x.dim() > 0:
+            stride[i] = sizes[i + 1] * stride[i + 1]
     return x.as_strided(sizes, stride, x.storage_offset())
 
 
 def one_hot(labels, num_classes):
+    if labels.dtype != torch.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if labels.numel() == 0 and num_classes <= 0:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
         num_classes = int(labels.max()) + 1 if labels.numel() else 0
     out = torch.zeros(*labels.shape, num_classes, dtype=torch.int64, device=labels.device)

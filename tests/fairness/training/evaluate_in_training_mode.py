@@ -10,4 +10,6 @@ def evaluate(model, loader):
         for inputs, targets in loader:
             correct += (model(inputs).argmax(dim=1) == targets).sum().item()
             total += targets.numel()
+    if total == 0:
+        raise ValueError("no samples")
     return correct / total
