@@ -234,6 +234,18 @@ def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a
     assert f"{ids['return x / factor']} is marked equivalent but" in notes
 
 
+def test_an_id_that_reads_as_a_number_is_still_an_id(tmp_path):
+    """Ids are hex: 52820313 and 8e1e2587 would be an int and a float to YAML's usual loader."""
+    from torchgrade.audit import load_equivalents
+    from torchgrade.config import load_assignment
+
+    course = make_course(tmp_path)
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(
+        "ops.scale:\n  - mutant: 52820313\n    reason: a\n  - mutant: 8e1e2587\n    reason: b\n")
+    data, _ = load_equivalents(load_assignment(course))
+    assert [e["mutant"] for e in data["ops.scale"]] == ["52820313", "8e1e2587"]
+
+
 def test_an_equivalent_mutants_file_without_reasons_stops_the_audit(tmp_path):
     course = make_course(tmp_path)
     (tmp_path / "graders" / "equivalent-mutants.yaml").write_text("ops.scale:\n  - mutant: abc\n")

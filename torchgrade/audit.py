@@ -222,7 +222,8 @@ def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Pat
     if not path.is_file():
         return {}, path
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        # every scalar as text: an id such as 52820313 or 8e1e2587 is not a number
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader) or {}
     except (OSError, yaml.YAMLError) as e:
         raise AuditError(f"{path}: cannot be read as YAML ({' '.join(str(e).split())})") from None
     if not isinstance(data, dict):
