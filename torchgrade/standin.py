@@ -1,0 +1,313 @@
+"""A stand-in for CUDA on a machine without it: tensors that are "on cuda:0" for placement, with CPU values.
+
+On a machine without CUDA the CUDA variant of a check runs its probe on stand-in tensors: a
+``StandIn`` holds a real CPU tensor (so ``.item()``, ``int(x.max())`` and data-dependent shapes work)
+and says ``cuda:0`` to Python (``x.device``, ``x.is_cuda``), so ``torch.zeros(n, device=x.device)``
+lands on the stand-in and ``torch.zeros(n)`` on the CPU, as they would on a GPU. Every operator
+goes through ``_run`` (a ``__torch_dispatch__`` handler), which applies CUDA's placement rules
+before computing on the CPU values:
+
+- tensors of one operator must be on one device, except CPU tensors of zero dimensions (Python
+  numbers and ``torch.tensor(2.0)``) as inputs: the rule TensorIterator applies and
+  ``torch._subclasses.fake_tensor`` models; an output (the tensor an in-place op writes) is never
+  exempt;
+- ``copy_`` (``y[i] = x``, ``y.copy_(x)``) and ``.to()``/``.cpu()``/``.cuda()`` cross devices;
+- an indexed tensor on the GPU takes CPU indices (``x[cpu_index]``, ``x[mask] = v``), not the
+  other way round;
+- ``.numpy()`` (and ``np.asarray``) of a tensor on the GPU raises TypeError as torch does.
+
+Where a rule is in doubt it is the more lenient one: the stand-in may miss a mistake a GPU would
+show, never report one a GPU would not. What it cannot do (an in-place op that changes a tensor's
+shape, ``.data =`` across devices) is recorded in ``unsupported`` and the check is set aside.
+
+Why not the alternatives (torch 2.13, see docs/devices.md): ``meta`` tensors have no values
+(``int(labels.max())`` raises, so the corpus's ``one_hot`` could not be graded) and report
+``meta``, not ``cuda``; ``FakeTensorMode`` tensors claiming ``cuda`` raise on any data-dependent
+value and abort the process (a C++ ``terminate``) on a backward pass, as autograd asks CUDA's
+device guard about them. A StandIn is ``meta`` to C++ (whose device guard exists on every build),
+so autograd runs as on the CPU, each operator of the backward pass coming through ``_run`` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+#: What a stand-in tensor says its device is.
+DEVICE = torch.device("cuda", 0)
+#: The words of CUDA's own error for tensors on two devices (torch's message, as a GPU shows it).
+MIXED = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+INDEX_MIXED = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
+NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+
+#: Operators that cross devices by design.
+_CROSSING = {aten.copy_.default, aten._to_copy.default, aten._foreach_copy_.default, aten._copy_from.default,
+             aten._copy_from_and_resize.default}
+#: Operators whose index tensors may be on the CPU when the indexed tensor is on the GPU.
+_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default,
+             aten._unsafe_index.Tensor, aten._unsafe_index_put.default}
+
+_state = threading.local()
+
+
+class StandIn(torch.Tensor):
+    """A tensor "on cuda:0" whose values are a CPU tensor (`value`); C++ sees a meta tensor."""
+
+    value: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, value: torch.Tensor, requires_grad: bool = False) -> "StandIn":
+        made = torch.Tensor._make_wrapper_subclass(
+            cls, value.shape, strides=value.stride(), storage_offset=value.storage_offset(), dtype=value.dtype,
+            device="meta", requires_grad=requires_grad)
+        made.value = value
+        return made
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    device = property(lambda self: DEVICE)
+    is_cuda = property(lambda self: True)
+    is_cpu = property(lambda self: False)
+    is_meta = property(lambda self: False)
+
+    def get_device(self) -> int:
+        return 0
+
+    def numpy(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(NUMPY)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(NUMPY)
+
+    def untyped_storage(self) -> torch.UntypedStorage:  # storage identity (views share it) as on a GPU
+        return self.value.untyped_storage()
+
+    def data_ptr(self) -> int:
+        return self.value.data_ptr()
+
+    def tolist(self) -> Any:
+        return self.value.tolist()
+
+    def __format__(self, spec: str) -> str:
+        return self.value.__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
+
+    def __repr__(self, *args: Any, **kwargs: Any) -> str:
+        text = repr(self.value)
+        extra = f", device='{DEVICE}'"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return text[:-1] + extra + ")"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        return _run(func, args, kwargs or {})
+
+
+class Unsupported(RuntimeError):
+    """An operation the stand-in cannot model; the check that met it is set aside."""
+
+
+def on_standin(device: Any) -> bool:
+    """Whether a `device=` argument names the stand-in (CUDA, or meta: what a StandIn is to C++)."""
+    if device is None:
+        return False
+    device = torch.device(device) if not isinstance(device, torch.device) else device
+    return device.type in ("cuda", "meta")
+
+
+def _where(t: torch.Tensor) -> str:
+    return "cuda" if type(t) is StandIn else t.device.type
+
+
+def _plain(x: Any) -> Any:
+    return x.value if type(x) is StandIn else x
+
+
+def _tensors(args: Any) -> list[torch.Tensor]:
+    return [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
+
+
+def _common(func: Any, tensors: list[torch.Tensor]) -> str | None:
+    """The device an operator runs on, by CUDA's rules, or RuntimeError as CUDA raises it."""
+    common, scalar = None, False
+    for t in tensors:
+        where = _where(t)
+        is_scalar = where == "cpu" and t.dim() == 0
+        if common is None:
+            common, scalar = where, is_scalar
+        elif where == common:
+            scalar = scalar and is_scalar
+        elif is_scalar:
+            continue
+        elif scalar:
+            common, scalar = where, is_scalar
+        else:
+            raise RuntimeError(MIXED)
+    return common
+
+
+def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors an operator writes (self of an in-place op, out=)."""
+    written = []
+    schema = func._schema
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            written += _tensors(value)
+    return written
+
+
+def _run(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run one operator by CUDA's placement rules on the CPU values; wrap what lands on the stand-in."""
+    device = kwargs.get("device")
+    plain_args, plain_kwargs = pytree.tree_map(_plain, (args, kwargs))
+    tensors = _tensors((args, kwargs))
+    if func in _CROSSING:
+        if func is aten._to_copy.default:
+            there = "cuda" if on_standin(device) else (_where(args[0]) if device is None else torch.device(device).type)
+            if device is not None:
+                plain_kwargs["device"] = torch.device("cpu")
+        else:  # a copy writes into its destination, wherever that is
+            there = None
+    else:
+        if on_standin(device):
+            plain_kwargs["device"] = torch.device("cpu")
+        if func in _INDEXING:
+            there = _indexed(func, args, kwargs)
+        else:
+            there = _common(func, tensors)
+        if on_standin(device) and there is None:  # a factory function with device="cuda"
+            there = "cuda"
+        for t in _written(func, args, kwargs):
+            if _where(t) != there and there is not None and not (func in _INDEXING and t is not args[0]):
+                raise RuntimeError(MIXED)
+    if func in (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset) \
+            and any(type(t) is StandIn for t in tensors):
+        raise _unsupported(f"{func}")
+    out = func(*plain_args, **plain_kwargs)
+    written = {id(_plain(t)): t for t in _written(func, args, kwargs)}
+    for inner_id, t in written.items():
+        if type(t) is StandIn and (t.shape != t.value.shape or t.stride() != t.value.stride()
+                                   or t.storage_offset() != t.value.storage_offset()):
+            raise _unsupported(f"{func} changes the shape of a tensor in place")
+
+    def wrap(o: Any) -> Any:
+        if not isinstance(o, torch.Tensor):
+            return o
+        if id(o) in written:
+            return written[id(o)]
+        return StandIn(o) if there == "cuda" else o
+
+    return pytree.tree_map(wrap, out)
+
+
+def _indexed(func: Any, args: tuple, kwargs: dict) -> str | None:
+    """x[indices]: indices may stay on the CPU for x on the GPU; a value put must be on x's device."""
+    self = args[0]
+    where = _where(self)
+    indices = _tensors(args[1] if len(args) > 1 else kwargs.get("indices"))
+    if where == "cpu" and any(_where(i) != "cpu" for i in indices):
+        raise RuntimeError(INDEX_MIXED)
+    rest = [self] + _tensors(args[2:]) + _tensors({k: v for k, v in kwargs.items() if k != "indices"})
+    return _common(func, rest)
+
+
+def _unsupported(what: str) -> Unsupported:
+    reasons = getattr(_state, "unsupported", None)
+    if reasons is not None:
+        reasons.append(what)
+    return Unsupported(f"the CUDA stand-in cannot model {what}")
+
+
+class _Dispatch(TorchDispatchMode):
+    """Every operator, including factory functions with ``device="cuda"`` (no StandIn argument)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Registered as torch's fake-tensor mode: while it is on, torch skips its CUDA initialisation
+        # for device="cuda" arguments (torch/csrc/utils/device_lazy_init.cpp), as for fake tensors.
+        self._mode_key = torch._C._TorchDispatchModeKey.FAKE
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        kwargs = kwargs or {}
+        if not on_standin(kwargs.get("device")) and not any(type(t) is StandIn for t in _tensors((args, kwargs))):
+            return func(*args, **kwargs)
+        return _run(func, args, kwargs)
+
+
+def _index_of(device: Any) -> Any:
+    """``"cuda"`` -> ``cuda:0``: torch's ``Tensor.to`` asks CUDA's device guard for the current index."""
+    if isinstance(device, (str, torch.device)):
+        d = torch.device(device)
+        if d.type == "cuda" and d.index is None:
+            return DEVICE
+    return device
+
+
+class _Functions(TorchFunctionMode):
+    """``.to("cuda")`` and ``.cuda()`` as on a GPU: to the stand-in, and no copy when already there."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        kwargs = kwargs or {}
+        if func is torch.Tensor.cuda or func is torch.Tensor.to:
+            self_, rest = args[0], args[1:]
+            if func is torch.Tensor.cuda:
+                rest, kwargs = (DEVICE,), {k: v for k, v in kwargs.items() if k in ("non_blocking", "memory_format")}
+            else:
+                rest = tuple(_index_of(a) for a in rest)
+                if "device" in kwargs:
+                    kwargs = {**kwargs, "device": _index_of(kwargs["device"])}
+            target, dtype, _, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
+            if type(self_) is StandIn and (target is None or on_standin(target)) and not kwargs.get("copy") \
+                    and (dtype is None or dtype == self_.dtype) \
+                    and memory_format in (None, torch.preserve_format):
+                return self_  # already there: .to() returns the tensor itself, as on a GPU
+            return func(self_, *rest, **kwargs)
+        if func in _FROM_DATA and on_standin(kwargs.get("device")):
+            # torch builds these on the CPU and moves them in C++, out of the dispatcher's sight
+            rest = {k: v for k, v in kwargs.items() if k not in ("device", "requires_grad")}
+            data = args[1] if func is torch.Tensor.new_tensor else args[0]
+            if type(data) is StandIn and func is not torch.tensor:
+                made = data if rest.get("dtype") in (None, data.dtype) else data.to(rest["dtype"])
+            else:
+                made = to_standin(func(*args, **rest))
+            return made.requires_grad_() if kwargs.get("requires_grad") else made
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": _index_of(kwargs["device"])}
+        return func(*args, **kwargs)
+
+
+_FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor}
+
+
+@contextlib.contextmanager
+def active() -> Iterator[list[str]]:
+    """Inside: ``device="cuda"`` makes stand-in tensors. Yields the list of what it could not model."""
+    previous = getattr(_state, "unsupported", None)
+    reasons: list[str] = []
+    _state.unsupported = reasons
+    try:
+        with _Functions(), _Dispatch():
+            yield reasons
+    finally:
+        _state.unsupported = previous
+
+
+def to_standin(value: Any) -> Any:
+    """A CPU tensor as a stand-in tensor (a leaf that requires grad if it did), anything else as it is."""
+    if type(value) is StandIn or not isinstance(value, torch.Tensor):
+        return value
+    return StandIn(value.detach(), requires_grad=value.requires_grad)
+
+
+def plain(value: torch.Tensor) -> torch.Tensor:
+    """A stand-in tensor's CPU values (a plain tensor as it is)."""
+    return value.value if type(value) is StandIn else value
