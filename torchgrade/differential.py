@@ -32,7 +32,7 @@ from .config import Assignment, Target
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
-from .sandbox import wire
+from .sandbox import standin, wire
 from .sandbox.host import Died, Sandbox, SandboxFailure, Timeout
 from .sandbox.probes import Target as ProbeTarget
 from .sandbox.probes import run_probe
@@ -162,6 +162,8 @@ def _devices_in(value: Any) -> set[torch.device]:
 
 def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
+        if device.type == "cuda" and not torch.cuda.is_available():  # a CUDA check on the stand-in
+            return standin.to_standin(value)
         return value.to(device)
     if isinstance(value, dict):
         return {k: _to_device(v, device) for k, v in value.items()}
@@ -203,11 +205,13 @@ def adopt_reference_outcomes(reference_dir: Path, recorded: dict[str, dict[str, 
             _reference_outcomes.setdefault(hashlib.sha256(f"{path}\0{key}".encode()).digest(), outcome)
 
 
-def reference_outcome(path: Path, target: str, request: dict) -> dict:
+def reference_outcome(path: Path, target: str, request: dict, on_standin: bool = False) -> dict:
     """The reference's outcome for a request, computed once per process and then reused.
 
     `path` is ``<reference dir>/<exercise>.py``; where it is absent, ``<exercise>.pt`` beside it is a
-    recording of the outcomes (a student bundle) and the outcome is looked up there.
+    recording of the outcomes (a student bundle) and the outcome is looked up there. `on_standin`: the
+    request's CUDA tensors are on the CUDA stand-in (its outcomes are not recorded for a bundle: a
+    bundle's CUDA checks fall back to the CPU outcome, as on any machine without its recording).
     """
     exercise = path.stem
     key = request_key(exercise, target, request)
@@ -219,12 +223,12 @@ def reference_outcome(path: Path, target: str, request: dict) -> dict:
         fresh = wire.decode(wire.encode(request))  # its own copy of the inputs, strides and shared storage kept
         obj = getattr(load_reference(path), target)
         outcome = run_probe(fresh["probe"], ProbeTarget(obj, target), tuple(fresh["args"]), fresh["kwargs"],
-                            fresh["options"])
+                            fresh["options"], on_standin=on_standin)
         if "probe_error" in outcome:
             raise GraderError(f"the reference failed its own probe: {outcome['probe_error']}")
         outcome = wire.decode(wire.encode(outcome))  # plain and detached, exactly as the student's arrives
         _reference_outcomes[cache_key] = outcome
-    if _recording is not None:
+    if _recording is not None and not on_standin:
         _recording.setdefault(exercise, {})[key] = _without_tracebacks(outcome)
     return outcome
 
@@ -282,17 +286,37 @@ def _short(value: Any, show_values: bool) -> str:
     return comparison.clip(repr(value), 60)
 
 
+#: What a device mistake raises on a GPU (and on the stand-in, in the same words).
+_DEVICE_ERRORS = (standin.MIXED, standin.INDEX_MIXED, standin.NUMPY, "device")
+
+
+def _standin_note(mismatch: comparison.Mismatch, raised: dict | None, reply: dict) -> str:
+    """For a failure on the CUDA stand-in: where the CPU tensor was made, what to do, and where this was found."""
+    lines = []
+    device = mismatch.kind == "device" or (raised is not None and any(
+        text in str(raised.get("message", "")) for text in _DEVICE_ERRORS))
+    if device:
+        origins = reply.get("standin_origins") if isinstance(reply.get("standin_origins"), list) else []
+        lines += [t("standin_made_at", where=str(o)) for o in origins[:3]]
+        if mismatch.kind != "device":  # (a result on the wrong device has the hint for that already)
+            lines.append(t("hint", text=t("standin_device_hint")))
+    lines.append(f"({t('standin_found')})")
+    return "\n" + "\n".join(lines)
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
     def __init__(self, assignment: Assignment, target: Target, submission: Path, sandbox: Sandbox,
-                 patterns: tuple[str, ...], hidden: bool):
+                 patterns: tuple[str, ...], hidden: bool, standin: bool = False):
         self.assignment = assignment
         self.target = target
         self.submission = submission
         self.sandbox = sandbox
         self.patterns = patterns
         self.hidden = hidden
+        #: A CUDA check on a machine without CUDA: both sides run on the CUDA stand-in (sandbox/standin.py).
+        self.standin = standin
         self.seed: int | None = None
 
     def random(self, seed: int) -> torch.Generator:
@@ -328,11 +352,16 @@ class Differential:
         kwargs, options = kwargs or {}, options or {}
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
         call = t("called", call=self.describe_call(args, kwargs))
-        expected = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
-                                     self.target.name, request)["value"]
+        outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
+                                    self.target.name, request, on_standin=self.standin)
+        if "standin_unsupported" in outcome:
+            pytest.skip(t("standin_set_aside", reason=outcome["standin_unsupported"]))
+        expected = outcome["value"]
         if _reference_only:  # recording for a bundle: no student here (see `recording`)
             return expected, wire.decode(wire.encode(expected))
         reply = self._student_reply(request, call)
+        if "standin_unsupported" in reply:  # the student's code did what the stand-in cannot model
+            pytest.skip(t("standin_set_aside", reason=reply["standin_unsupported"]))
         value = reply["value"]
         if _raised_anywhere(value, "NotImplementedError"):
             raise CheckFailed(t("not_implemented", name=self.target.name))
@@ -343,6 +372,8 @@ class Differential:
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
             if raised and raised.get("traceback"):
                 detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
+            if self.standin:
+                detail += _standin_note(e, raised, reply)
             raise self.failure(failure_kind(e), f"{call}\n{detail}") from None
         return expected, value
 
@@ -358,7 +389,7 @@ class Differential:
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit,
-                                     watch_dispatcher=bool(self.patterns))
+                                     watch_dispatcher=bool(self.patterns), standin=self.standin)
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
@@ -376,6 +407,8 @@ class Differential:
             raise self.failure("forbidden", forbidden_message(forbidden, name), ForbiddenCallFailure)
         if "probe_error" in reply:
             raise self.failure("probe", f"{call}\n{reply['probe_error']}")
+        if "standin_unsupported" in reply:
+            return reply
         if "value" not in reply:
             raise SubmissionError(f"{call}\n{t('incomplete_reply')}")
         return reply

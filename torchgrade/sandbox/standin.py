@@ -31,6 +31,10 @@ so autograd runs as on the CPU, each operator of the backward pass coming throug
 from __future__ import annotations
 
 import contextlib
+import copy
+import linecache
+import os
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -94,6 +98,20 @@ class StandIn(torch.Tensor):
     def tolist(self) -> Any:
         return self.value.tolist()
 
+    def __deepcopy__(self, memo: dict) -> "StandIn":
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+                               "because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        made = memo[id(self)] = StandIn(copy.deepcopy(self.value, memo), requires_grad=self.requires_grad)
+        made.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items() if k != "value"})
+        if self.grad is not None:
+            made.grad = copy.deepcopy(self.grad, memo)
+        return made
+
     def __format__(self, spec: str) -> str:
         return self.value.__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
 
@@ -150,8 +168,21 @@ def _common(func: Any, tensors: list[torch.Tensor]) -> str | None:
         elif scalar:
             common, scalar = where, is_scalar
         else:
-            raise RuntimeError(MIXED)
+            raise _mixed(MIXED, tensors)
     return common
+
+
+def _mixed(message: str, tensors: list[torch.Tensor]) -> RuntimeError:
+    """CUDA's error for tensors on two devices; the student's line that made the CPU one is kept (`blamed`)."""
+    found = next((origin(t) for t in tensors if _where(t) == "cpu" and origin(t)), None)
+    if found and getattr(_state, "locate", None) is not None:
+        _state.blamed = found
+    return RuntimeError(message)
+
+
+def blamed() -> str | None:
+    """The student's line that made the CPU tensor of the last device error inside ``active(own=...)``."""
+    return getattr(_state, "blamed", None)
 
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -166,7 +197,32 @@ def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 
 def _run(func: Any, args: tuple, kwargs: dict) -> Any:
-    """Run one operator by CUDA's placement rules on the CPU values; wrap what lands on the stand-in."""
+    """Run one operator by CUDA's placement rules on the CPU values; wrap what lands on the stand-in.
+
+    A placement error is raised as CUDA raises it; an error of the operator itself (a shape that does not
+    fit) as the operator raises it; anything else that goes wrong here is the stand-in's, not the
+    student's, and sets the check aside (`Unsupported`)."""
+    try:
+        there, plain_args, plain_kwargs = _place(func, args, kwargs)
+    except Unsupported:
+        raise
+    except RuntimeError as e:
+        if str(e) in (MIXED, INDEX_MIXED):
+            raise
+        raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
+    except Exception as e:
+        raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
+    out = func(*plain_args, **plain_kwargs)
+    try:
+        return _wrap(func, args, kwargs, out, there)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
+
+
+def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
+    """Where an operator's results go ("cuda": the stand-in), and its arguments with CPU values."""
     device = kwargs.get("device")
     plain_args, plain_kwargs = pytree.tree_map(_plain, (args, kwargs))
     tensors = _tensors((args, kwargs))
@@ -188,16 +244,22 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
             there = "cuda"
         for t in _written(func, args, kwargs):
             if _where(t) != there and there is not None and not (func in _INDEXING and t is not args[0]):
-                raise RuntimeError(MIXED)
+                raise _mixed(MIXED, tensors)
     if func in (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset) \
             and any(type(t) is StandIn for t in tensors):
         raise _unsupported(f"{func}")
-    out = func(*plain_args, **plain_kwargs)
+    return there, plain_args, plain_kwargs
+
+
+def _wrap(func: Any, args: tuple, kwargs: dict, out: Any, there: str | None) -> Any:
+    """The operator's results: what lands on the stand-in wrapped, a written argument as itself."""
     written = {id(_plain(t)): t for t in _written(func, args, kwargs)}
-    for inner_id, t in written.items():
+    for t in written.values():
         if type(t) is StandIn and (t.shape != t.value.shape or t.stride() != t.value.stride()
                                    or t.storage_offset() != t.value.storage_offset()):
-            raise _unsupported(f"{func} changes the shape of a tensor in place")
+            # squeeze_, t_, resize_...: the stand-in tensor (a meta tensor to C++) takes its values' new shape
+            with torch._C._DisableTorchDispatch():
+                aten.as_strided_.default(t, t.value.shape, t.value.stride(), t.value.storage_offset())
 
     def wrap(o: Any) -> Any:
         if not isinstance(o, torch.Tensor):
@@ -215,7 +277,7 @@ def _indexed(func: Any, args: tuple, kwargs: dict) -> str | None:
     where = _where(self)
     indices = _tensors(args[1] if len(args) > 1 else kwargs.get("indices"))
     if where == "cpu" and any(_where(i) != "cpu" for i in indices):
-        raise RuntimeError(INDEX_MIXED)
+        raise _mixed(INDEX_MIXED, [self])
     rest = [self] + _tensors(args[2:]) + _tensors({k: v for k, v in kwargs.items() if k != "indices"})
     return _common(func, rest)
 
@@ -238,9 +300,29 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
         kwargs = kwargs or {}
-        if not on_standin(kwargs.get("device")) and not any(type(t) is StandIn for t in _tensors((args, kwargs))):
-            return func(*args, **kwargs)
-        return _run(func, args, kwargs)
+        tensors = _tensors((args, kwargs))
+        if on_standin(kwargs.get("device")) or any(type(t) is StandIn for t in tensors):
+            return _run(func, args, kwargs)
+        out = func(*args, **kwargs)
+        if getattr(_state, "locate", None) is not None:
+            with contextlib.suppress(Exception):  # (only to say where, in a message)
+                _remember_origin(tensors, out)
+        return out
+
+
+#: The attribute of a CPU tensor that holds the student's line that made it (see `origin`).
+_ORIGIN = "_torchgrade_made_at"
+
+
+def _remember_origin(tensors: list[torch.Tensor], out: Any) -> None:
+    """Where the student's CPU tensors were made (a factory function, or computed from such a tensor)."""
+    known = next((getattr(t, _ORIGIN) for t in tensors if hasattr(t, _ORIGIN)), None)
+    if known is None and not tensors and isinstance(out, torch.Tensor) and out.dim() > 0:
+        known = _state.locate()
+    if known is not None:
+        for o in pytree.tree_leaves(out):
+            if isinstance(o, torch.Tensor):
+                setattr(o, _ORIGIN, known)
 
 
 def _index_of(device: Any) -> Any:
@@ -289,16 +371,47 @@ _FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_ten
 
 
 @contextlib.contextmanager
-def active() -> Iterator[list[str]]:
-    """Inside: ``device="cuda"`` makes stand-in tensors. Yields the list of what it could not model."""
-    previous = getattr(_state, "unsupported", None)
+def active(own: str | None = None) -> Iterator[list[str]]:
+    """Inside: ``device="cuda"`` makes stand-in tensors. Yields the list of what it could not model.
+
+    `own`: the folder of the student's files; then each CPU tensor made by a factory function (and
+    what is computed from it on the CPU) remembers the student's line that made it (`origin`)."""
+    if getattr(_state, "unsupported", None) is not None:  # already on (a check's inputs, then its probe)
+        yield _state.unsupported
+        return
     reasons: list[str] = []
     _state.unsupported = reasons
+    _state.locate = (lambda: _student_line(own)) if own else None
+    _state.blamed = None
     try:
         with _Functions(), _Dispatch():
             yield reasons
     finally:
-        _state.unsupported = previous
+        _state.unsupported = _state.locate = _state.blamed = None
+
+
+def _student_line(folder: str) -> str | None:
+    """``conv.py, line 12: Y = torch.zeros(...)``: the innermost frame in the student's files."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(folder):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{os.path.basename(filename)}, line {frame.f_lineno}: {line}"
+        frame = frame.f_back
+    return None
+
+
+def origin(value: torch.Tensor) -> str | None:
+    """The student's line that made this CPU tensor (inside ``active(own=...)``), or None."""
+    return getattr(value, _ORIGIN, None)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """The stand-in off for a while (storages built from bytes would be meta storages under it)."""
+    with torch.utils._python_dispatch._disable_current_modes():
+        yield
 
 
 def to_standin(value: Any) -> Any:
