@@ -49,6 +49,9 @@ DEVICE = torch.device("cuda", 0)
 #: The words of CUDA's own error for tensors on two devices (torch's message, as a GPU shows it).
 MIXED = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
 INDEX_MIXED = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
+#: What torch raises for torch.cuda.* where there is no CUDA (the stand-in does not model torch.cuda's API).
+NO_CUDA = "Torch not compiled with CUDA enabled"
+CALLS_CUDA = "the code calls torch.cuda itself (a random state, a stream, a synchronisation), which needs a real GPU"
 NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 
 #: Operators that cross devices by design.

@@ -209,10 +209,14 @@ def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dic
     with standin.active(own) as unsupported:
         try:
             outcome = _run_probe(name, target, args, kwargs, options)
-        except Exception:
+        except Exception as e:
             if unsupported:  # the probe's own step met what the stand-in cannot model
                 return {"standin_unsupported": unsupported[0]}
+            if standin.NO_CUDA in str(e):
+                return {"standin_unsupported": standin.CALLS_CUDA}
             raise
+        if _raised_no_cuda(outcome.get("value")):  # torch.cuda.* called: it needs a real GPU
+            return {"standin_unsupported": standin.CALLS_CUDA}
         if own and "value" in outcome:  # where the CPU tensors of a device mistake were made
             lines = {standin.origin(t) for t in _tensors_in(outcome["value"]) if t.device.type == "cpu"}
             lines = sorted(lines - {None})[:3] or ([standin.blamed()] if standin.blamed() else [])
@@ -221,6 +225,15 @@ def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dic
     if unsupported:
         return {"standin_unsupported": unsupported[0]}
     return outcome
+
+
+def _raised_no_cuda(value: Any) -> bool:
+    """Whether an outcome holds an exception raised for calling torch.cuda without CUDA."""
+    if isinstance(value, dict):
+        if "__raised__" in value:
+            return standin.NO_CUDA in str(value.get("message", ""))
+        value = list(value.values())
+    return isinstance(value, (list, tuple)) and any(_raised_no_cuda(v) for v in value)
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
