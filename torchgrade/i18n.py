@@ -169,8 +169,9 @@ MESSAGES: dict[str, dict[str, str]] = {
               "torch.zeros_like(x)、x.new_zeros(...)；中途不要用 .cpu()、.numpy() 或 device=\"cpu\""},
     "standin_made_at": {"en": "the CPU tensor was made at {where}", "zh": "这个 CPU 张量创建于 {where}"},
     "standin_set_aside": {
-        "en": "not graded on the CUDA stand-in (this machine has no CUDA): {reason}; its points are set aside",
-        "zh": "未用 CUDA 替身评测（本机没有 CUDA）：{reason}；这项检查的分数暂不计入"},
+        "en": "CUDA is not available on this machine, and the CUDA stand-in does not grade this check: {reason}; "
+              "its points are set aside",
+        "zh": "这台电脑上没有可用的 CUDA，CUDA 替身也不评测这项检查：{reason}；这项检查的分数暂不计入"},
     "standin_warning": {
         "en": "warning only (this course's cuda_standin: warn; no points lost): {text}",
         "zh": "仅为警告（本课程设置 cuda_standin: warn；不扣分）：{text}"},
