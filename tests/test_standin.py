@@ -211,3 +211,13 @@ def test_code_that_calls_torch_cuda_itself_is_set_aside_not_failed():
                         (standin.to_standin(torch.ones(2)),), {}, {}, on_standin=True)
     if not torch.cuda.is_available():
         assert outcome == {"standin_unsupported": standin.CALLS_CUDA}
+
+
+@needs_no_cuda
+def test_the_portable_backend_grades_on_the_stand_in_too(tmp_path, assignment, monkeypatch):
+    monkeypatch.setenv("TORCHGRADE_ISOLATION", "process")
+    g = _one_hot_mistake(tmp_path, assignment, "score", monkeypatch)
+    assert g.isolation == "process"
+    lost = {t.nodeid.split("::")[-1] for t in g.tests if t.status == "failed"}
+    assert lost == {"test_encodes_labels_as_int64_rows[cuda]", "test_infers_the_number_of_classes_when_given_minus_one[cuda]",
+                    "test_keeps_the_shape_of_2d_labels[cuda]"}

@@ -183,7 +183,7 @@ def recorded_outcome(path: Path, target: str, request: dict, key: str | None = N
     exercise = path.stem
     outcome = table.get(key or request_key(exercise, target, request))
     if outcome is not None:
-        return outcome
+        return _on_cuda_restored(outcome)
     devices = {d for d in _devices_in(request) if d.type != "cpu"}
     if devices:
         # Recorded without this device: the CPU outcome of the same inputs, moved to their device.
@@ -210,8 +210,8 @@ def reference_outcome(path: Path, target: str, request: dict, on_standin: bool =
 
     `path` is ``<reference dir>/<exercise>.py``; where it is absent, ``<exercise>.pt`` beside it is a
     recording of the outcomes (a student bundle) and the outcome is looked up there. `on_standin`: the
-    request's CUDA tensors are on the CUDA stand-in (its outcomes are not recorded for a bundle: a
-    bundle's CUDA checks fall back to the CPU outcome, as on any machine without its recording).
+    request's CUDA tensors are on the CUDA stand-in (a recording marks which of the outcome's tensors were
+    on CUDA, and they are put there again when it is read).
     """
     exercise = path.stem
     key = request_key(exercise, target, request)
@@ -228,9 +228,36 @@ def reference_outcome(path: Path, target: str, request: dict, on_standin: bool =
             raise GraderError(f"the reference failed its own probe: {outcome['probe_error']}")
         outcome = wire.decode(wire.encode(outcome))  # plain and detached, exactly as the student's arrives
         _reference_outcomes[cache_key] = outcome
-    if _recording is not None and not on_standin:
-        _recording.setdefault(exercise, {})[key] = _without_tracebacks(outcome)
+    if _recording is not None:
+        recorded = _without_tracebacks(outcome)
+        _recording.setdefault(exercise, {})[key] = _on_cuda_marked(recorded) if on_standin else recorded
     return outcome
+
+
+_ON_CUDA = "__on_cuda__"
+
+
+def _on_cuda_marked(value: Any) -> Any:
+    """A stand-in outcome as a recording holds it: each tensor on the stand-in as {"__on_cuda__": its CPU values}."""
+    if type(value) is standin.StandIn:
+        return {_ON_CUDA: standin.plain(value)}
+    if isinstance(value, dict):
+        return {k: _on_cuda_marked(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_on_cuda_marked(v) for v in value)
+    return value
+
+
+def _on_cuda_restored(value: Any) -> Any:
+    """A recorded outcome with its marked tensors on CUDA again (on the stand-in where there is no CUDA)."""
+    if isinstance(value, dict):
+        if set(value) == {_ON_CUDA} and isinstance(value[_ON_CUDA], torch.Tensor):
+            tensor = value[_ON_CUDA]
+            return tensor.to("cuda") if torch.cuda.is_available() else standin.to_standin(tensor)
+        return {k: _on_cuda_restored(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_on_cuda_restored(v) for v in value)
+    return value
 
 
 def _raised_anywhere(value: Any, name: str) -> bool:
@@ -287,19 +314,19 @@ def _short(value: Any, show_values: bool) -> str:
 
 
 #: What a device mistake raises on a GPU (and on the stand-in, in the same words).
-_DEVICE_ERRORS = (standin.MIXED, standin.INDEX_MIXED, standin.NUMPY, "device")
+_DEVICE_ERRORS = (standin.MIXED, standin.INDEX_MIXED, standin.NUMPY)
 
 
 def _standin_note(mismatch: comparison.Mismatch, raised: dict | None, reply: dict) -> str:
     """For a failure on the CUDA stand-in: where the CPU tensor was made, what to do, and where this was found."""
     lines = []
-    device = mismatch.kind == "device" or (raised is not None and any(
-        text in str(raised.get("message", "")) for text in _DEVICE_ERRORS))
+    said = str(mismatch) + (str(raised.get("message", "")) if raised is not None else "")
+    device = mismatch.kind == "device" or any(text in said for text in _DEVICE_ERRORS[:3])
     if device:
         origins = reply.get("standin_origins") if isinstance(reply.get("standin_origins"), list) else []
         lines += [t("standin_made_at", where=str(o)) for o in origins[:3]]
-        if mismatch.kind != "device":  # (a result on the wrong device has the hint for that already)
-            lines.append(t("hint", text=t("standin_device_hint")))
+        if mismatch.kind != "device":  # (a result on the wrong device has the hint for that already; not
+            lines.append(t("standin_device_hint"))  # a "hint:" line, which a course's check may replace)
     lines.append(f"({t('standin_found')})")
     return "\n" + "\n".join(lines)
 

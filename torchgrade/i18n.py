@@ -161,10 +161,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "本机没有 GPU，由 CUDA 替身发现（本机没有 CUDA：输入放在一个替代 cuda:0 的设备上，它按 GPU 的规则放置张量）；"
               "在 GPU 上这项检查会以同样的方式失败"},
     "standin_device_hint": {
-        "en": "a tensor made on the CPU meets (or is returned instead of) tensors on the GPU. Make new tensors where "
-              "the inputs are: pass `device=x.device` (and `dtype=x.dtype`) to torch.zeros/ones/tensor/arange, or "
+        "en": "On a GPU, a tensor made on the CPU meets (or is returned instead of) tensors on the GPU: make new "
+              "tensors where the inputs are: pass `device=x.device` (and `dtype=x.dtype`) to torch.zeros/ones/tensor/arange, or "
               "use torch.zeros_like(x) or x.new_zeros(...); never .cpu(), .numpy() or device=\"cpu\" on the way",
-        "zh": "在 CPU 上创建的张量与 GPU 上的张量相遇（或被当作结果返回）。请在输入所在的设备上创建新张量："
+        "zh": "在 GPU 上，在 CPU 上创建的张量与 GPU 上的张量相遇（或被当作结果返回）。请在输入所在的设备上创建新张量："
               "给 torch.zeros/ones/tensor/arange 传入 `device=x.device`（以及 `dtype=x.dtype`），或使用 "
               "torch.zeros_like(x)、x.new_zeros(...)；中途不要用 .cpu()、.numpy() 或 device=\"cpu\""},
     "standin_made_at": {"en": "the CPU tensor was made at {where}", "zh": "这个 CPU 张量创建于 {where}"},
