@@ -40,7 +40,6 @@ from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
@@ -55,11 +54,14 @@ CALLS_CUDA = "the code calls torch.cuda itself (a random state, a stream, a sync
 NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 
 #: Operators that cross devices by design.
-_CROSSING = {aten.copy_.default, aten._to_copy.default, aten._foreach_copy_.default, aten._copy_from.default,
-             aten._copy_from_and_resize.default}
+_CROSSING = {id(op) for op in (aten.copy_.default, aten._to_copy.default, aten._foreach_copy_.default,
+                               aten._copy_from.default, aten._copy_from_and_resize.default)}
 #: Operators whose index tensors may be on the CPU when the indexed tensor is on the GPU.
-_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default,
-             aten._unsafe_index.Tensor, aten._unsafe_index_put.default}
+_INDEXING = {id(op) for op in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default,
+                               aten._index_put_impl_.default, aten._unsafe_index.Tensor, aten._unsafe_index_put.default)}
+#: (Sets of ids: an OpOverload's own __hash__ is Python code, and these are looked up for every operator.)
+_TO_COPY = aten._to_copy.default
+_SETS = {id(op) for op in (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset)}
 
 _state = threading.local()
 
@@ -152,8 +154,31 @@ def _plain(x: Any) -> Any:
     return x.value if type(x) is StandIn else x
 
 
-def _tensors(args: Any) -> list[torch.Tensor]:
-    return [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
+def _tensors(args: Any, found: list | None = None) -> list[torch.Tensor]:
+    """The tensors in an operator's arguments (lists, tuples and dicts of them; pytree is 10x slower here)."""
+    found = [] if found is None else found
+    kind = type(args)
+    if kind is list or kind is tuple:
+        for a in args:
+            _tensors(a, found)
+    elif kind is dict:
+        for a in args.values():
+            _tensors(a, found)
+    elif isinstance(args, torch.Tensor):
+        found.append(args)
+    return found
+
+
+def _mapped(value: Any, fn: Any) -> Any:
+    """`value` with `fn` applied to each tensor in it (lists, tuples, dicts)."""
+    kind = type(value)
+    if kind is list:
+        return [_mapped(v, fn) for v in value]
+    if kind is tuple:
+        return tuple(_mapped(v, fn) for v in value)
+    if kind is dict:
+        return {k: _mapped(v, fn) for k, v in value.items()}
+    return fn(value) if isinstance(value, torch.Tensor) else value
 
 
 def _common(func: Any, tensors: list[torch.Tensor]) -> str | None:
@@ -188,15 +213,19 @@ def blamed() -> str | None:
     return getattr(_state, "blamed", None)
 
 
+_WRITES: dict[int, tuple[tuple[int, str], ...]] = {}  # id(op): operators live as long as torch
+
+
 def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """The tensors an operator writes (self of an in-place op, out=)."""
-    written = []
-    schema = func._schema
-    for i, arg in enumerate(schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            value = args[i] if i < len(args) else kwargs.get(arg.name)
-            written += _tensors(value)
-    return written
+    writes = _WRITES.get(id(func))
+    if writes is None:
+        writes = _WRITES[id(func)] = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                                       if a.alias_info is not None and a.alias_info.is_write)
+    found: list[torch.Tensor] = []
+    for i, name in writes:
+        _tensors(args[i] if i < len(args) else kwargs.get(name), found)
+    return found
 
 
 def _run(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -227,10 +256,10 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
 def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
     """Where an operator's results go ("cuda": the stand-in), and its arguments with CPU values."""
     device = kwargs.get("device")
-    plain_args, plain_kwargs = pytree.tree_map(_plain, (args, kwargs))
+    plain_args, plain_kwargs = _mapped(args, _plain), _mapped(kwargs, _plain)
     tensors = _tensors((args, kwargs))
-    if func in _CROSSING:
-        if func is aten._to_copy.default:
+    if id(func) in _CROSSING:
+        if func is _TO_COPY:
             there = "cuda" if on_standin(device) else (_where(args[0]) if device is None else torch.device(device).type)
             if device is not None:
                 plain_kwargs["device"] = torch.device("cpu")
@@ -239,17 +268,16 @@ def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
     else:
         if on_standin(device):
             plain_kwargs["device"] = torch.device("cpu")
-        if func in _INDEXING:
+        if id(func) in _INDEXING:
             there = _indexed(func, args, kwargs)
         else:
             there = _common(func, tensors)
         if on_standin(device) and there is None:  # a factory function with device="cuda"
             there = "cuda"
         for t in _written(func, args, kwargs):
-            if _where(t) != there and there is not None and not (func in _INDEXING and t is not args[0]):
+            if _where(t) != there and there is not None and not (id(func) in _INDEXING and t is not args[0]):
                 raise _mixed(MIXED, tensors)
-    if func in (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset) \
-            and any(type(t) is StandIn for t in tensors):
+    if id(func) in _SETS and any(type(t) is StandIn for t in tensors):
         raise _unsupported(f"{func}")
     return there, plain_args, plain_kwargs
 
@@ -271,7 +299,7 @@ def _wrap(func: Any, args: tuple, kwargs: dict, out: Any, there: str | None) -> 
             return written[id(o)]
         return StandIn(o) if there == "cuda" else o
 
-    return pytree.tree_map(wrap, out)
+    return _mapped(out, wrap)
 
 
 def _indexed(func: Any, args: tuple, kwargs: dict) -> str | None:
@@ -301,6 +329,10 @@ class _Dispatch(TorchDispatchMode):
         # for device="cuda" arguments (torch/csrc/utils/device_lazy_init.cpp), as for fake tensors.
         self._mode_key = torch._C._TorchDispatchModeKey.FAKE
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # no torch.compile wrapper around every operator: it costs 10 us each
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
         kwargs = kwargs or {}
         tensors = _tensors((args, kwargs))
@@ -323,9 +355,8 @@ def _remember_origin(tensors: list[torch.Tensor], out: Any) -> None:
     if known is None and not tensors and isinstance(out, torch.Tensor) and out.dim() > 0:
         known = _state.locate()
     if known is not None:
-        for o in pytree.tree_leaves(out):
-            if isinstance(o, torch.Tensor):
-                setattr(o, _ORIGIN, known)
+        for o in _tensors(out):
+            setattr(o, _ORIGIN, known)
 
 
 def _index_of(device: Any) -> Any:
