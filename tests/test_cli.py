@@ -117,7 +117,7 @@ def test_check_and_grade_report_a_cuda_only_mistake_on_a_machine_without_cuda(tm
     monkeypatch.setenv("TORCHGRADE_LANG", lang)
     result = run("grade", folder, "--out", out, "--assignment", small_assignment)
     assert result.exit_code == 0, result.output
-    document = json.loads((out / "results.json").read_text())
+    document = json.loads((out / "student" / "results.json").read_text())
     assert document["extra_data"]["cuda_standin"] == "score" and document["score"] < document["extra_data"]["max_score"]
     lost = [t for t in document["tests"] if t["status"] == "failed"]
     assert lost and all(t["extra_data"]["device"] == "cuda" and t["extra_data"]["standin"] for t in lost)
