@@ -69,8 +69,8 @@ class Assignment:
     #: Whether every stub docstring needs a Chinese summary line (`torchgrade stubs --check`).
     chinese_summaries: bool = False
     #: Without CUDA: grade the CUDA checks on the stand-in and count them (score), show their findings
-    #: as warnings (warn), or set them aside (off). See torchgrade/sandbox/standin.py.
-    cuda_standin: str = "warn"
+    #: as warnings (warn), or set them aside (off, the default: as before the stand-in). See docs/devices.md.
+    cuda_standin: str = "off"
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -113,7 +113,7 @@ TOP_KEYS = {
     "time_limit": "Seconds one check may take, unless an exercise or a target says otherwise.",
     "hidden_visibility": "Gradescope visibility written for hidden checks (hidden, after_due_date, after_published).",
     "cuda_standin": "Without CUDA, CUDA checks run on the CUDA stand-in: score (they count, as on a GPU), warn "
-                    "(their findings are warnings, no points), off (set aside). Default warn.",
+                    "(their findings are warnings, no points), off (set aside, the default).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
 }
 EXERCISE_KEYS = {
@@ -229,7 +229,7 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         probes_dir=base / data.get("probes", "graders/probes"),
         hints_file=hints_file,
         chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
-        cuda_standin=_choice(data.get("cuda_standin", "warn"), STANDIN_POLICIES, path, "cuda_standin"),
+        cuda_standin=_choice(data.get("cuda_standin", "off"), STANDIN_POLICIES, path, "cuda_standin"),
         hints=hints,
         facts=facts,
     )
