@@ -444,6 +444,9 @@ def origin(value: torch.Tensor) -> str | None:
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
     """The stand-in off for a while (storages built from bytes would be meta storages under it)."""
+    if getattr(_state, "unsupported", None) is None:  # not on in this thread: nothing to do
+        yield
+        return
     with torch.utils._python_dispatch._disable_current_modes():
         yield
 
