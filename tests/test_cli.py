@@ -122,3 +122,21 @@ def test_check_and_grade_report_a_cuda_only_mistake_on_a_machine_without_cuda(tm
     lost = [t for t in document["tests"] if t["status"] == "failed"]
     assert lost and all(t["extra_data"]["device"] == "cuda" and t["extra_data"]["standin"] for t in lost)
     assert "device=x.device" in lost[0]["output"] and words in lost[0]["output"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CUDA stand-in grades only without CUDA")
+def test_a_class_graded_in_parallel_on_the_stand_in_gives_correct_work_full_marks(tmp_path, small_assignment,
+                                                                                 monkeypatch):
+    """Workers take the reference's outcomes another process recorded; those of the stand-in are marked
+    there (tensors on CUDA) and must come back on the stand-in (they once came back as the marks)."""
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")
+    for name in ("ann", "bob", "cy"):
+        make_submission(tmp_path / "class" / name)
+    result = run("grade", tmp_path / "class", "--out", tmp_path / "out", "-j", 2, "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    for name in ("ann", "bob", "cy"):
+        document = json.loads((tmp_path / "out" / name / "results.json").read_text())
+        assert document["extra_data"]["cuda_standin"] == "score"
+        assert document["score"] == document["extra_data"]["max_score"] == 5, [
+            t["output"][:300] for t in document["tests"] if t["status"] != "passed"][:2]
+        assert any(t["extra_data"].get("standin") for t in document["tests"])
