@@ -92,3 +92,51 @@ def test_check_rejects_an_unknown_target(small_assignment):
     result = run("check", "tensors.veiw", "--assignment", small_assignment)
     assert result.exit_code == 2
     assert "unknown exercise or target 'tensors.veiw'" in result.output
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CUDA stand-in grades only without CUDA")
+@pytest.mark.parametrize("lang, words", [("en", "found without a GPU, by the CUDA stand-in"),
+                                         ("zh", "本机没有 GPU，由 CUDA 替身发现")])
+def test_check_and_grade_report_a_cuda_only_mistake_on_a_machine_without_cuda(tmp_path, small_assignment, monkeypatch,
+                                                                                lang, words):
+    """one_hot's torch.zeros without the device: right on the CPU, found by the CUDA stand-in (the bundled
+    course's cuda_standin: score), with the student's line and what to do, in the student's language."""
+    from torchgrade import i18n
+
+    monkeypatch.setattr(i18n, "_current", i18n._current)  # `check --lang` sets it for the process: put back after
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")
+    mistake = (ROOT / "tests" / "fairness" / "tensors" / "one_hot_zeros_on_the_cpu.py").read_text()
+    folder = make_submission(tmp_path / "student", append={"tensors": mistake})
+    result = run("check", "tensors.one_hot", "--path", folder, "--lang", lang, "--report", tmp_path / "r",
+                 "--assignment", small_assignment)
+    assert result.exit_code == 1, result.output
+    assert "[cuda]" in result.output and "[cpu]" not in result.output.split("score")[0].replace("[cuda]", "")
+    assert words in result.output and "device=x.device" in result.output and "tensors.py, line" in result.output
+    out = tmp_path / "graded"
+    i18n.set_language(None)
+    monkeypatch.setenv("TORCHGRADE_LANG", lang)
+    result = run("grade", folder, "--out", out, "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "student" / "results.json").read_text())
+    assert document["extra_data"]["cuda_standin"] == "score" and document["score"] < document["extra_data"]["max_score"]
+    lost = [t for t in document["tests"] if t["status"] == "failed"]
+    assert lost and all(t["extra_data"]["device"] == "cuda" and t["extra_data"]["standin"] for t in lost)
+    assert "device=x.device" in lost[0]["output"] and words in lost[0]["output"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CUDA stand-in grades only without CUDA")
+def test_a_class_graded_in_parallel_on_the_stand_in_gives_correct_work_full_marks(tmp_path, small_assignment,
+                                                                                 monkeypatch):
+    """Workers take the reference's outcomes another process recorded; those of the stand-in are marked
+    there (tensors on CUDA) and must come back on the stand-in (they once came back as the marks)."""
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")
+    for name in ("ann", "bob", "cy"):
+        make_submission(tmp_path / "class" / name)
+    result = run("grade", tmp_path / "class", "--out", tmp_path / "out", "-j", 2, "--assignment", small_assignment)
+    assert result.exit_code == 0, result.output
+    for name in ("ann", "bob", "cy"):
+        document = json.loads((tmp_path / "out" / name / "results.json").read_text())
+        assert document["extra_data"]["cuda_standin"] == "score"
+        assert document["score"] == document["extra_data"]["max_score"] == 5, [
+            t["output"][:300] for t in document["tests"] if t["status"] != "passed"][:2]
+        assert any(t["extra_data"].get("standin") for t in document["tests"])

@@ -11,20 +11,23 @@ MODULES = ("tensors", "conv")
 
 @pytest.mark.parametrize("module", MODULES)
 def test_reference_scores_full_marks(assignment, module):
-    g = grade_submission(ROOT / "reference", assignment, device="cpu", only=(module,))
+    """On every device: CUDA, or without it the CUDA stand-in (no finding on the reference)."""
+    g = grade_submission(ROOT / "reference", assignment, device="all", only=(module,))
     assert g.max_score == pytest.approx(assignment.exercise(module).points)
     assert g.score == g.max_score, [(t.name, t.output) for t in g.tests if t.status != "passed"][:3]
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_untouched_stubs_score_zero(assignment, module):
-    g = grade_submission(ROOT / "exercises", assignment, device="cpu", only=(module,))
+    g = grade_submission(ROOT / "exercises", assignment, device="all", only=(module,))
     assert g.score == 0
     assert g.max_score == pytest.approx(assignment.exercise(module).points)
     assert all("not implemented yet" in t.output for t in g.tests if t.status == "failed")
 
 
-def test_cuda_variants_are_skipped_with_the_reason_and_carry_no_points(assignment):
+def test_cuda_variants_are_skipped_with_the_reason_and_carry_no_points(assignment, monkeypatch):
+    """Where the CUDA stand-in is off (cuda_standin: off; tests/test_standin.py for the others)."""
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "off")
     g = grade_submission(ROOT / "reference", assignment, device="all", only=("tensors.one_hot",))
     cuda = [t for t in g.tests if t.device == "cuda"]
     assert cuda and all(t.status == "skipped" and t.max_score == 0 for t in cuda)

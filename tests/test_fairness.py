@@ -215,14 +215,21 @@ def _message_lines(path: Path, tag: str) -> list[str]:
 @pytest.mark.parametrize("path", ENTRIES, ids=[f"{p.parent.name}/{p.stem}" for p in ENTRIES])
 def test_corpus_submission_scores_as_asserted(grade, path):
     """Rules 3 and 4: the submission loses exactly the checks its first line names; rule 2: every
-    ``# message:`` line is in some failure message, no ``# never:`` line in any."""
+    ``# message:`` line is in some failure message, no ``# never:`` line in any.
+
+    Graded on every device: on CUDA, or without it on the CUDA stand-in, a submission loses no CUDA
+    check beyond those its lines name (no false alarm of the stand-in)."""
     module = path.parent.name
-    g = grade(only=(module,), append={module: path.read_text()})
+    g = grade(only=(module,), append={module: path.read_text()}, device="all")
     expected = {k: sorted(v) for k, v in _expectation(path).items()}
-    lost = lost_checks(g)
+    lost = lost_checks(Grade(g.submission, [t for t in g.tests if t.device != "cuda"]))
     messages = {t.target: t.output for t in g.tests if t.status in ("failed", "error")}
     assert lost == expected, {k: messages.get(k, "")[:600] for k in set(lost) | set(expected)}
-    if not expected:
+    on_cuda = _cuda_expectation(path) or {}
+    allowed = {k: set(expected.get(k, ())) | set(on_cuda.get(k, ())) for k in set(expected) | set(on_cuda)}
+    extra = {k: sorted(set(v) - allowed.get(k, set())) for k, v in lost_checks(g, "cuda").items()}
+    assert not any(extra.values()), {k: (v, messages.get(k, "")[:600]) for k, v in extra.items() if v}
+    if not expected and not (on_cuda and any(t.device == "cuda" and t.status != "skipped" for t in g.tests)):
         assert g.score == g.max_score > 0
     outputs = [t.output for t in g.tests if t.status in ("failed", "error")]
     for text in _message_lines(path, "# message:"):
@@ -254,18 +261,25 @@ def test_the_corpus_has_mistakes_that_show_only_on_cuda():
     assert all(_expectation(p) == {} for p in CUDA_ENTRIES)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available on this machine")
 @pytest.mark.parametrize("path", CUDA_ENTRIES, ids=[f"{p.parent.name}/{p.stem}" for p in CUDA_ENTRIES])
 def test_a_cuda_mistake_loses_exactly_its_cuda_checks(grade, path):
-    """Graded on every device, the mistake costs the CUDA variants its line names and nothing on the CPU."""
+    """Graded on every device, the mistake costs the CUDA variants its line names and nothing on the CPU:
+    on a GPU, and on a machine without one on the CUDA stand-in (the bundled course's cuda_standin:
+    score), with a message that names the student's line and says to pass the device."""
     module = path.parent.name
     g = grade(only=(module,), append={module: path.read_text()}, device="all")
+    assert g.standin == ("" if torch.cuda.is_available() else "score")
     on = {device: lost_checks(g, device) for device in ("cpu", "cuda")}
     messages = {t.target: t.output for t in g.tests if t.status in ("failed", "error")}
     assert on["cpu"] == {}, on["cpu"]
     expected = {k: sorted(v) for k, v in _cuda_expectation(path).items()}
     assert on["cuda"] == expected, {k: messages.get(k, "")[:600] for k in set(on["cuda"]) | set(expected)}
     assert_never_said([t.output for t in g.tests if t.status in ("failed", "error")], NEVER_IN_A_MESSAGE)
+    if not torch.cuda.is_available():
+        for t in g.tests:
+            if t.status in ("failed", "error"):
+                assert t.standin and "device=x.device" in t.output and f"{module}.py, line " in t.output, t.output
+                assert "found without a GPU, by the CUDA stand-in" in t.output
 
 
 #: Words of the probes' internals that no failure message may show (rule 2).

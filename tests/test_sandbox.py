@@ -603,9 +603,10 @@ def test_the_zygotes_warm_up_runs_no_autograd_and_asks_cuda_nothing():
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_inputs_a_worker_cannot_make_are_the_graders_error_and_the_worker_serves_on(spy, level, monkeypatch):
-    """A request whose tensor the sandbox cannot rebuild (here: one said to be on CUDA, on a machine whose
-    sandbox has none) is answered with the reason, which the check reports as the grader's; the worker
-    lives on. (It died with status 70 before, blaming the student: what CUDA did on an H100.)"""
+    """A request whose tensor the sandbox cannot rebuild (here: one said to be on an XPU; a CUDA tensor on a
+    machine without CUDA is rebuilt on the CUDA stand-in now, tests/test_standin.py) is answered with the
+    reason, which the check reports as the grader's; the worker lives on. (It died with status 70 before,
+    blaming the student: what CUDA did on an H100.)"""
     if torch.cuda.is_available():
         pytest.skip("this machine's sandbox can make CUDA tensors")
     sb = Sandbox(spy, level=level)
@@ -613,7 +614,7 @@ def test_inputs_a_worker_cannot_make_are_the_graders_error_and_the_worker_serves
         assert call(sb, "shout", 0) == "done"
         pid = sb.workers["spy"].pid
         describe = wire._describe_tensor
-        monkeypatch.setattr(wire, "_describe_tensor", lambda *a: describe(*a)[:5] + ["cuda", False])
+        monkeypatch.setattr(wire, "_describe_tensor", lambda *a: describe(*a)[:5] + ["xpu", False])
         reply = sb.run("spy", "shout", "call", (torch.ones(2),), {}, {}, timeout=30)
         monkeypatch.undo()
         assert set(reply) == {"sandbox_error"} and reply["sandbox_error"].startswith("WireError: "), reply

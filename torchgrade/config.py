@@ -70,6 +70,9 @@ class Assignment:
     chinese_summaries: bool = False
     #: The weakest isolation level a Gradescope autograder grades at (GRADESCOPE_ISOLATIONS).
     gradescope_isolation: str = "unprivileged-user"
+    #: Without CUDA: grade the CUDA checks on the stand-in and count them (score), show their findings
+    #: as warnings (warn), or set them aside (off, the default: as before the stand-in). See docs/devices.md.
+    cuda_standin: str = "off"
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -112,6 +115,8 @@ TOP_KEYS = {
     "time_limit": "Seconds one check may take, unless an exercise or a target says otherwise.",
     "hidden_visibility": "Gradescope visibility of hidden checks: after_due_date (default) or after_published.",
     "gradescope_isolation": "Weakest sandbox a Gradescope autograder grades in: unprivileged-user (default), bwrap, or process (opt-in).",
+    "cuda_standin": "Without CUDA, CUDA checks run on the CUDA stand-in: score (they count, as on a GPU), warn "
+                    "(their findings are warnings, no points), off (set aside, the default).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
 }
 EXERCISE_KEYS = {
@@ -239,9 +244,19 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         hints_file=hints_file,
         chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
         gradescope_isolation=gradescope_isolation,
+        cuda_standin=_choice(data.get("cuda_standin", "off"), STANDIN_POLICIES, path, "cuda_standin"),
         hints=hints,
         facts=facts,
     )
+
+
+STANDIN_POLICIES = ("score", "warn", "off")
+
+
+def _choice(value: Any, choices: tuple[str, ...], path: Path, *keys: str) -> str:
+    if value not in choices:
+        raise ConfigError(f"{_where(path, *keys)}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def _flag(value: Any, path: Path, *keys: str) -> bool:

@@ -37,7 +37,7 @@ from .feedback import missing_module
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
-from .sandbox import wire
+from .sandbox import standin, wire
 from .sandbox.host import Died, Sandbox, SandboxFailure, Timeout
 from .sandbox.probes import Target as ProbeTarget
 from .sandbox.probes import run_probe
@@ -167,6 +167,8 @@ def _devices_in(value: Any) -> set[torch.device]:
 
 def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
+        if device.type == "cuda" and not torch.cuda.is_available():  # a CUDA check on the stand-in
+            return standin.to_standin(value)
         return value.to(device)
     if isinstance(value, dict):
         return {k: _to_device(v, device) for k, v in value.items()}
@@ -186,7 +188,7 @@ def recorded_outcome(path: Path, target: str, request: dict, key: str | None = N
     exercise = path.stem
     outcome = table.get(key or request_key(exercise, target, request))
     if outcome is not None:
-        return outcome
+        return _on_cuda_restored(outcome)
     devices = {d for d in _devices_in(request) if d.type != "cpu"}
     if devices:
         # Recorded without this device: the CPU outcome of the same inputs, moved to their device.
@@ -205,14 +207,17 @@ def adopt_reference_outcomes(reference_dir: Path, recorded: dict[str, dict[str, 
     for exercise, outcomes in recorded.items():
         path = reference_dir / f"{exercise}.py"
         for key, outcome in outcomes.items():
-            _reference_outcomes.setdefault(hashlib.sha256(f"{path}\0{key}".encode()).digest(), outcome)
+            _reference_outcomes.setdefault(hashlib.sha256(f"{path}\0{key}".encode()).digest(),
+                                           _on_cuda_restored(outcome))  # (stand-in outcomes are marked there)
 
 
-def reference_outcome(path: Path, target: str, request: dict) -> dict:
+def reference_outcome(path: Path, target: str, request: dict, on_standin: bool = False) -> dict:
     """The reference's outcome for a request, computed once per process and then reused.
 
     `path` is ``<reference dir>/<exercise>.py``; where it is absent, ``<exercise>.pt`` beside it is a
-    recording of the outcomes (a student bundle) and the outcome is looked up there.
+    recording of the outcomes (a student bundle) and the outcome is looked up there. `on_standin`: the
+    request's CUDA tensors are on the CUDA stand-in (a recording marks which of the outcome's tensors were
+    on CUDA, and they are put there again when it is read).
     """
     exercise = path.stem
     key = request_key(exercise, target, request)
@@ -224,13 +229,14 @@ def reference_outcome(path: Path, target: str, request: dict) -> dict:
         fresh = wire.decode(wire.encode(request))  # its own copy of the inputs, strides and shared storage kept
         obj = getattr(load_reference(path), target)
         outcome = run_probe(fresh["probe"], ProbeTarget(obj, target), tuple(fresh["args"]), fresh["kwargs"],
-                            fresh["options"])
+                            fresh["options"], on_standin=on_standin)
         if "probe_error" in outcome:
             raise GraderError(f"the reference failed its own probe: {outcome['probe_error']}")
         outcome = wire.decode(wire.encode(outcome))  # plain and detached, exactly as the student's arrives
         _reference_outcomes[cache_key] = outcome
     if _recording is not None:
-        _recording.setdefault(exercise, {})[key] = _without_tracebacks(outcome)
+        recorded = _without_tracebacks(outcome)
+        _recording.setdefault(exercise, {})[key] = _on_cuda_marked(recorded) if on_standin else recorded
     return outcome
 
 
@@ -279,6 +285,32 @@ def _is_autograd_function(reference: Path, submission: Path, name: str) -> bool:
         except OSError:
             continue
     return False
+
+
+_ON_CUDA = "__on_cuda__"
+
+
+def _on_cuda_marked(value: Any) -> Any:
+    """A stand-in outcome as a recording holds it: each tensor on the stand-in as {"__on_cuda__": its CPU values}."""
+    if type(value) is standin.StandIn:
+        return {_ON_CUDA: standin.plain(value)}
+    if isinstance(value, dict):
+        return {k: _on_cuda_marked(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_on_cuda_marked(v) for v in value)
+    return value
+
+
+def _on_cuda_restored(value: Any) -> Any:
+    """A recorded outcome with its marked tensors on CUDA again (on the stand-in where there is no CUDA)."""
+    if isinstance(value, dict):
+        if set(value) == {_ON_CUDA} and isinstance(value[_ON_CUDA], torch.Tensor):
+            tensor = value[_ON_CUDA]
+            return tensor.to("cuda") if torch.cuda.is_available() else standin.to_standin(tensor)
+        return {k: _on_cuda_restored(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_on_cuda_restored(v) for v in value)
+    return value
 
 
 def _raised_anywhere(value: Any, name: str) -> bool:
@@ -334,11 +366,29 @@ def _short(value: Any, show_values: bool) -> str:
     return comparison.clip(repr(value), 60)
 
 
+#: What a device mistake raises on a GPU (and on the stand-in, in the same words).
+_DEVICE_ERRORS = (standin.MIXED, standin.INDEX_MIXED, standin.NUMPY)
+
+
+def _standin_note(mismatch: comparison.Mismatch, raised: dict | None, reply: dict) -> str:
+    """For a failure on the CUDA stand-in: where the CPU tensor was made, what to do, and where this was found."""
+    lines = []
+    said = str(mismatch) + (str(raised.get("message", "")) if raised is not None else "")
+    device = mismatch.kind == "device" or any(text in said for text in _DEVICE_ERRORS[:3])
+    if device:
+        origins = reply.get("standin_origins") if isinstance(reply.get("standin_origins"), list) else []
+        lines += [t("standin_made_at", where=str(o)) for o in origins[:3]]
+        if mismatch.kind != "device":  # (a result on the wrong device has the hint for that already; not
+            lines.append(t("standin_device_hint"))  # a "hint:" line, which a course's check may replace)
+    lines.append(f"({t('standin_found')})")
+    return "\n" + "\n".join(lines)
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
     def __init__(self, assignment: Assignment, target: Target, submission: Path, sandbox: Sandbox,
-                 patterns: tuple[str, ...], hidden: bool, check: str | None = None):
+                 patterns: tuple[str, ...], hidden: bool, check: str | None = None, standin: bool = False):
         self.assignment = assignment
         self.target = target
         self.submission = submission
@@ -347,6 +397,8 @@ class Differential:
         self.hidden = hidden
         #: The check's function name: the course's hints may be written for one check.
         self.check = check
+        #: A CUDA check on a machine without CUDA: both sides run on the CUDA stand-in (sandbox/standin.py).
+        self.standin = standin
         self.seed: int | None = None
 
     def random(self, seed: int) -> torch.Generator:
@@ -392,11 +444,16 @@ class Differential:
         kwargs, options = kwargs or {}, options or {}
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
         call = t("called", call=self.describe_call(args, kwargs))
-        expected = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
-                                     self.target.name, request)["value"]
+        outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
+                                    self.target.name, request, on_standin=self.standin)
+        if "standin_unsupported" in outcome:
+            pytest.skip(t("standin_set_aside", reason=outcome["standin_unsupported"]))
+        expected = outcome["value"]
         if _reference_only:  # recording for a bundle: no student here (see `recording`)
             return expected, wire.decode(wire.encode(expected))
         reply = self._student_reply(request, call, expected, accept, like)
+        if "standin_unsupported" in reply:  # the student's code did what the stand-in cannot model
+            pytest.skip(t("standin_set_aside", reason=reply["standin_unsupported"]))
         value = reply["value"]
         if _raised_anywhere(value, "NotImplementedError"):
             part = _unfinished_part(value, self.target.name)
@@ -409,6 +466,8 @@ class Differential:
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
             if raised and raised.get("traceback"):
                 detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
+            if self.standin:
+                detail += _standin_note(e, raised, reply)
             parts = comparison.path_parts(e.path)
             fact = parts[0] if parts and isinstance(parts[0], str) else None
             raise self.failure(failure_kind(e), f"{call}\n{detail}", fact=fact) from None
@@ -427,7 +486,7 @@ class Differential:
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit,
-                                     watch_dispatcher=bool(self.patterns))
+                                     watch_dispatcher=bool(self.patterns), standin=self.standin)
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
@@ -451,6 +510,8 @@ class Differential:
                          message=comparison.clip((expected.get("message") or "").split("\n")[0], 200))
                 raise self.failure("not_raised", f"{call}\n{text}")
             raise self.failure("probe", f"{call}\n{reply['probe_error']}")
+        if "standin_unsupported" in reply:
+            return reply
         if "value" not in reply:
             raise SubmissionError(f"{call}\n{t('incomplete_reply')}")
         return reply

@@ -160,6 +160,34 @@ MESSAGES: dict[str, dict[str, str]] = {
                      "zh": "这台电脑上没有可用的 CUDA；这些检查的分数暂不计入，也不扣分"},
     "skip_not_chosen": {"en": "not graded on {device}: --device {chosen} was chosen",
                         "zh": "未在 {device} 上评测：选择了 --device {chosen}"},
+    # --- the CUDA stand-in (torchgrade/sandbox/standin.py, docs/devices.md) ---
+    "standin_found": {
+        "en": "found without a GPU, by the CUDA stand-in (this machine has no CUDA: the inputs were on a stand-in "
+              "for cuda:0 that places tensors as a GPU does); on a GPU this check fails the same way",
+        "zh": "本机没有 GPU，由 CUDA 替身发现（本机没有 CUDA：输入放在一个替代 cuda:0 的设备上，它按 GPU 的规则放置张量）；"
+              "在 GPU 上这项检查会以同样的方式失败"},
+    "standin_device_hint": {
+        "en": "On a GPU, a tensor made on the CPU meets (or is returned instead of) tensors on the GPU: make new "
+              "tensors where the inputs are: pass `device=x.device` (and `dtype=x.dtype`) to torch.zeros/ones/tensor/arange, or "
+              "use torch.zeros_like(x) or x.new_zeros(...); never .cpu(), .numpy() or device=\"cpu\" on the way",
+        "zh": "在 GPU 上，在 CPU 上创建的张量与 GPU 上的张量相遇（或被当作结果返回）。请在输入所在的设备上创建新张量："
+              "给 torch.zeros/ones/tensor/arange 传入 `device=x.device`（以及 `dtype=x.dtype`），或使用 "
+              "torch.zeros_like(x)、x.new_zeros(...)；中途不要用 .cpu()、.numpy() 或 device=\"cpu\""},
+    "standin_made_at": {"en": "the CPU tensor was made at {where}", "zh": "这个 CPU 张量创建于 {where}"},
+    "standin_set_aside": {
+        "en": "CUDA is not available on this machine, and the CUDA stand-in does not grade this check: {reason}; "
+              "its points are set aside",
+        "zh": "这台电脑上没有可用的 CUDA，CUDA 替身也不评测这项检查：{reason}；这项检查的分数暂不计入"},
+    "standin_warning": {
+        "en": "warning only (this course's cuda_standin: warn; no points lost): {text}",
+        "zh": "仅为警告（本课程设置 cuda_standin: warn；不扣分）：{text}"},
+    "standin_not_counted": {
+        "en": "passed on the CUDA stand-in; not counted (this course's cuda_standin: warn)",
+        "zh": "在 CUDA 替身上通过；不计分（本课程设置 cuda_standin: warn）"},
+    "standin_graded": {
+        "en": "CUDA checks: graded on the CUDA stand-in, not a GPU (cuda_standin: {policy}); device facts on cuda "
+              "come from the stand-in, values from the CPU",
+        "zh": "CUDA 检查：由 CUDA 替身评测，而非 GPU（cuda_standin: {policy}）；cuda 上的设备信息来自替身，数值来自 CPU"},
     "grader_error": {"en": "grader error (not your fault; please report it): {error}",
                      "zh": "评测程序出错（不是你的问题，请报告）：{error}"},
     "sandbox_unavailable": {"en": "the sandbox cannot start on this computer: {why}",

@@ -15,6 +15,7 @@ from . import config as config_module
 from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, GraderError, SubmissionError
 from .sandbox import host
+from .sandbox import standin
 from .sandbox.host import Sandbox, isolation_level
 from .sandbox.probes import ProbeLoadError, load_course
 from .scoring import CheckResult, Grade, assign_points
@@ -86,6 +87,10 @@ class GradingState:
         self.results: list[CheckResult] = []
         self.started = time.perf_counter()
         self._sandbox: Sandbox | None = None
+        #: Without CUDA, the CUDA checks run on the stand-in ("score", "warn") or are set aside ("off"):
+        #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
+        policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin
+        self.standin = policy if policy in ("score", "warn") and not torch.cuda.is_available() else ""
 
     @property
     def sandbox(self) -> Sandbox:
@@ -99,12 +104,17 @@ class GradingState:
     def device_skip_reason(self, device: str) -> str | None:
         if self.device not in ("all", device):
             return i18n.t("skip_not_chosen", device=device, chosen=self.device)
-        if device == "cuda" and not torch.cuda.is_available():
+        if device == "cuda" and not torch.cuda.is_available() and not self.standin:
             return i18n.t("skip_no_cuda")
         return None
 
+    def on_standin(self, item: pytest.Item) -> bool:
+        """Whether this check runs on the CUDA stand-in: a CUDA check where there is no CUDA."""
+        return bool(self.standin) and _device(item) == "cuda"
+
     def graded_devices(self) -> list[str]:
-        return [d for d in DEVICES if self.device_skip_reason(d) is None]
+        """The real devices graded on (the stand-in is not one: see `standin`)."""
+        return [d for d in DEVICES if self.device_skip_reason(d) is None and not (d == "cuda" and self.standin)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -201,7 +211,16 @@ def _differential(item: pytest.Item) -> Differential:
     except KeyError:
         raise pytest.UsageError(f"{item.nodeid}: {exercise}.{name} is not in {state.assignment.path.name}") from None
     return Differential(state.assignment, target, state.submission, state.sandbox, target.forbidden,
-                        hidden=_visibility(item, state) == "hidden", check=getattr(item, "originalname", item.name))
+                        hidden=_visibility(item, state) == "hidden", check=getattr(item, "originalname", item.name),
+                        standin=state.on_standin(item))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """A CUDA check on the stand-in builds its inputs with it on: device="cuda" makes stand-in tensors."""
+    state = pyfuncitem.config.stash.get(_state_key, None)
+    with standin.active() if state is not None and state.on_standin(pyfuncitem) else contextlib.nullcontext():
+        yield
 
 
 def _message(excinfo: pytest.ExceptionInfo) -> str:
@@ -262,7 +281,12 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
         row = item.stash[_row_key] = dict(
             nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
-    state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
+    on_standin = state.on_standin(item)
+    if on_standin and state.standin == "warn" and status != "skipped":  # findings as warnings: no points either way
+        text = i18n.t("standin_warning", text=text) if status != "passed" else i18n.t("standin_not_counted")
+        status, forbidden = "skipped", False
+    state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration,
+                                     standin=on_standin))
 
 
 def direct(item: pytest.Item) -> bool:
@@ -289,9 +313,11 @@ def run_direct(item: pytest.Item) -> None:
     and teardown cost more than most checks do (torchgrade.session)."""
     values = dict(getattr(getattr(item, "callspec", None), "params", {}))
     started = time.perf_counter()
+    state = item.config.stash[_state_key]
     try:
         values["check"] = _differential(item)
-        item.obj(**{name: values[name] for name in item._fixtureinfo.argnames})
+        with standin.active() if state.on_standin(item) else contextlib.nullcontext():
+            item.obj(**{name: values[name] for name in item._fixtureinfo.argnames})
     except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
         raise
     except BaseException as error:  # as pytest's protocol would report the call phase's exception
@@ -325,12 +351,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         state._sandbox.close()
     assign_points(state.results, state.assignment)
     notes = [f"graded on: {', '.join(state.graded_devices())}"]
+    if state.standin and any(r.standin for r in state.results):
+        notes.append(i18n.t("standin_graded", policy=state.standin))
     if state._sandbox is not None:
         for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
             notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
-                  devices=state.graded_devices(),
+                  devices=state.graded_devices(), standin=state.standin if any(r.standin for r in state.results) else "",
                   isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level())
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")

@@ -40,8 +40,11 @@ def skip_summary(skipped: list[CheckResult]) -> str:
 
 
 def _check_data(t: CheckResult) -> dict[str, Any]:
-    return {"exercise": t.exercise, "target": t.target, "device": t.device, "outcome": t.status,
+    data = {"exercise": t.exercise, "target": t.target, "device": t.device, "outcome": t.status,
             "nodeid": t.nodeid, "duration": t.duration, "forbidden": t.forbidden}
+    if t.standin:  # a device fact from the CUDA stand-in, not a GPU
+        data["standin"] = True
+    return data
 
 
 def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
@@ -72,6 +75,7 @@ def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
         "extra_data": {
             "max_score": grade.max_score, "submission": grade.submission, "isolation": grade.isolation,
             "devices": grade.devices, "assignment": assignment.title, "version": __version__,
+            "cuda_standin": grade.standin or None,
             "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
             # Where each stood among the checks, so that a grade read back lists them in the same order.
             "skipped_checks": [{"name": t.name, "output": t.output, "position": position,
@@ -92,7 +96,8 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
                            target=extra.get("target", ""), device=extra.get("device"),
                            visibility="visible" if visibility == "visible" else "hidden",
                            status=extra.get("outcome", "error"), output=output, forbidden=bool(extra.get("forbidden")),
-                           duration=float(extra.get("duration", 0.0)), score=float(score), max_score=float(max_score))
+                           duration=float(extra.get("duration", 0.0)), score=float(score), max_score=float(max_score),
+                           standin=bool(extra.get("standin")))
 
     for t in data["tests"]:
         tests.append(result(t["name"], t.get("visibility"), t.get("output", ""), t.get("score", 0.0),
@@ -108,7 +113,8 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
         output = output[: -len(summary)].rstrip("\n")
     return Grade(submission=meta.get("submission", default_name), tests=everything,
                  execution_time=float(data.get("execution_time", 0.0)), output=output,
-                 devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"))
+                 devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"),
+                 standin=meta.get("cuda_standin") or "")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -27,6 +27,8 @@ class CheckResult:
     duration: float = 0.0
     score: float = 0.0
     max_score: float = 0.0
+    #: Graded on the CUDA stand-in (a CUDA check on a machine without CUDA), not on a GPU.
+    standin: bool = False
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Grade:
     output: str = ""
     devices: list[str] = field(default_factory=list)
     isolation: str = "process"
+    #: The course's cuda_standin policy where the CUDA checks were graded on the stand-in ("score" or
+    #: "warn"), else "" (graded on a GPU, or set aside).
+    standin: str = ""
 
     @property
     def score(self) -> float:

@@ -111,6 +111,8 @@ def render(view: SubmissionView, *, verbose: bool = False, totals: bool = True) 
     score = click.style(f"{points(grade.score)} / {points(grade.max_score)}", bold=True)
     devices = ", ".join(grade.devices) or t("no_device")
     lines.append(t("score_line", score=score, percent=f"{view.percent:.0f}", graded_on=t("graded_on", devices=devices)))
+    if grade.standin:  # which device facts are a GPU's and which the CUDA stand-in's
+        lines.append(click.style(t("standin_graded", policy=grade.standin), fg="bright_black"))
     return lines
 
 

@@ -97,7 +97,8 @@ def init_weights_report(target: Target, args: tuple, kwargs: dict, part: str = "
     """
     if args[0] not in INIT_MODELS:
         raise ValueError(f"unknown model {args[0]!r}")
-    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+    # (CUDA's generator only where there is CUDA: on the CUDA stand-in, "cuda" tensors draw from the CPU's)
+    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" and torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda):  # the grader's own random state is left as it was
         net = INIT_MODELS[args[0]]().to(device)
         with torch.no_grad():

@@ -570,14 +570,15 @@ class Sandbox:
         return isolation_level(self.requested)
 
     def run(self, exercise: str, target: str, probe: str, args: tuple, kwargs: dict, options: dict,
-            timeout: float, watch_dispatcher: bool = True) -> dict:
+            timeout: float, watch_dispatcher: bool = True, standin: bool = False) -> dict:
         """Run a probe on the student's `exercise.target`; the reply is plain data (see probes.run_probe).
 
         `watch_dispatcher`: also record what runs at torch's dispatcher (the profiler, recorder.py), for a
-        target that may not call something; a target free to call anything needs only the plain record."""
+        target that may not call something; a target free to call anything needs only the plain record.
+        `standin`: run it on the CUDA stand-in (sandbox/standin.py), for a CUDA check where there is no CUDA."""
         key = f"{exercise}.{target}"
         request = {"target": target, "probe": probe, "args": list(args), "kwargs": dict(kwargs),
-                   "options": dict(options), "dispatch": watch_dispatcher}
+                   "options": dict(options), "dispatch": watch_dispatcher, "standin": standin}
         retried = False
         while True:
             failure = self.import_failures.get(exercise) or self.wreckers.get(key)

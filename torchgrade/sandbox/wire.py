@@ -21,6 +21,8 @@ from typing import Any, Callable
 import msgpack
 import torch
 
+from .standin import StandIn, suspended
+
 #: The largest frame either side accepts (a reply bigger than this is refused, not buffered).
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: How deep nested containers may go before a reply is refused.
@@ -65,7 +67,7 @@ def encode(obj: Any) -> bytes:
             return msgpack.ExtType(_DTYPE, str(value).removeprefix("torch.").encode())
         if kind is torch.device:
             return msgpack.ExtType(_DEVICE, str(value).encode())
-        if kind is torch.Tensor:
+        if kind is torch.Tensor or kind is StandIn:  # a stand-in tensor travels as the CUDA tensor it stands for
             return msgpack.ExtType(_TENSOR, pack(_describe_tensor(value, storages, seen)))
         if isinstance(value, torch.Tensor):
             what = "a Parameter" if isinstance(value, torch.nn.Parameter) else "a tensor subclass"
@@ -107,8 +109,9 @@ def decode(frame: bytes) -> Any:
         if type(outer) is not list or len(outer) != 2 or type(outer[0]) is not list \
                 or any(type(s) is not bytes for s in outer[0]) or type(outer[1]) is not bytes:
             raise WireError("a frame is [storages, value]")
-        obj = msgpack.unpackb(outer[1], raw=False, use_list=True, strict_map_key=False,
-                              ext_hook=_ext_hook(outer[0], {}))
+        with suspended():  # tensors are built here, on the CPU (a stand-in's values too), whatever mode is on
+            obj = msgpack.unpackb(outer[1], raw=False, use_list=True, strict_map_key=False,
+                                  ext_hook=_ext_hook(outer[0], {}))
     except WireError as e:
         raise WireError(f"reply is not plain data ({e})") from None
     except Exception as e:  # not msgpack, a bad extension, a tensor that does not fit its storage
@@ -152,6 +155,12 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def _stand_in(device: torch.device) -> bool:
+    """A CUDA tensor arriving where there is no CUDA is rebuilt on the CUDA stand-in (torchgrade.standin):
+    CPU values, "cuda:0" for placement. Only a check graded on the stand-in sends one here."""
+    return device.type == "cuda" and not torch.cuda.is_available()
+
+
 def _ints(values: Any, what: str) -> list[int]:
     if type(values) is not list or any(type(v) is not int or v < 0 for v in values):
         raise WireError(f"{what} is a list of counts")
@@ -176,11 +185,14 @@ def _tensor(fields: Any, storages: list[bytes], made: dict[tuple, torch.UntypedS
         last = offset + sum((size - 1) * step for size, step in zip(shape, stride))
         if (last + 1) * dtype.itemsize > len(storages[index]):
             raise WireError(f"a tensor reaches out of bounds of its storage of {len(storages[index])} bytes")
+    stand_in = _stand_in(device)
     storage = made.get((index, device))
     if storage is None:
         storage = torch.UntypedStorage.from_buffer(storages[index], dtype=torch.uint8) if storages[index] \
             else torch.UntypedStorage(0)
-        storage = made[(index, device)] = storage if device.type == "cpu" else storage.to(device=device)
+        storage = made[(index, device)] = storage if device.type == "cpu" or stand_in else storage.to(device=device)
+    if stand_in:
+        return StandIn(torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride), requires_grad=requires_grad)
     tensor = torch.empty(0, dtype=dtype, device=device).set_(storage, offset, shape, stride)
     return tensor.requires_grad_() if requires_grad else tensor
 
@@ -195,7 +207,7 @@ def check_plain(obj: Any, depth: int = 0, budget: list[int] | None = None) -> No
     if depth > MAX_DEPTH:
         raise WireError(f"reply nests deeper than {MAX_DEPTH} levels")
     kind = type(obj)
-    if kind is torch.Tensor:
+    if kind is torch.Tensor or kind is StandIn:
         _check_tensor(obj)
         return
     if kind in _SCALARS or kind is torch.Size:

@@ -98,7 +98,8 @@ class Session:
             # torch's profiler only where calls are forbidden (the trusted side says so): it doubles a request's cost
             with self.dispatch.armed() if request.get("dispatch", True) else contextlib.nullcontext():
                 outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
-                                    dict(request["options"]))
+                                    dict(request["options"]), on_standin=bool(request.get("standin")),
+                                    own=self.submission)
         except BaseException as e:  # the probe itself tripped over what the student returned
             outcome = {"probe_error": f"{type(e).__name__}: {e}"[:2000],
                        "traceback": student_traceback(e, self.submission)}

@@ -25,7 +25,11 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
+from .. import standin
+
 PROBES: dict[str, Callable[..., Any]] = {}
+#: Probes that cannot run on the CUDA stand-in (``probe(standin=False)``), with the reason a report gives.
+NO_STANDIN: dict[str, str] = {}
 #: The package a course's probe modules are imported under (``from course_probes import x`` works between them).
 COURSE_PACKAGE = "course_probes"
 _course: tuple[str, tuple[str, ...]] | None = None  # (folder, names it registered)
@@ -51,8 +55,14 @@ class Raised(Exception):
         self.error = error
 
 
-def probe(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Register a probe under its function name."""
+def probe(fn: Callable[..., Any] | None = None, *, standin: str | None = None) -> Any:
+    """Register a probe under its function name. ``@probe(standin="why")``: the probe cannot run on the
+    CUDA stand-in (torchgrade/sandbox/standin.py), and its CUDA checks are set aside there, saying why."""
+    if fn is None:
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            NO_STANDIN[f.__name__] = standin or "it cannot run on the CUDA stand-in"
+            return probe(f)
+        return register
     if fn.__name__ in PROBES and PROBES[fn.__name__].__module__ != fn.__module__:
         raise ProbeLoadError(f"probe '{fn.__name__}' in {fn.__module__} is already defined in "
                              f"{PROBES[fn.__name__].__module__}; give it another name")
@@ -157,7 +167,7 @@ def own_frames(error: BaseException) -> str:
 def tensor(value: Any, what: str = "the result") -> torch.Tensor:
     """Require a plain torch.Tensor (a Parameter is accepted) and return it detached."""
     if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+        if type(value) not in (torch.Tensor, standin.StandIn) and not isinstance(value, torch.nn.Parameter):
             raise ProbeError(f"{what} is a tensor subclass ({type(value).__name__}); return a plain torch.Tensor")
         with torch._C.DisableTorchFunctionSubclass():
             plain = value.detach()
@@ -184,8 +194,59 @@ def describe(value: Any, what: str = "the result", depth: int = 0) -> Any:
     raise ProbeError(f"{what} is a {type(value).__module__}.{type(value).__qualname__}, not plain data")
 
 
-def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dict) -> dict:
-    """Run one probe; return {"value": ...} or {"probe_error": message}. Never raises for student faults."""
+def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dict, on_standin: bool = False,
+              own: str | None = None) -> dict:
+    """Run one probe; return {"value": ...} or {"probe_error": message}. Never raises for student faults.
+
+    `on_standin`: the inputs are on the CUDA stand-in; the probe runs with it on, and where it met what
+    the stand-in cannot model the reply says so in ``standin_unsupported`` (the check is set aside).
+    With `own` (the student's folder), ``standin_origins`` names the lines that made the CPU tensors
+    of the result."""
+    if not on_standin:
+        return _run_probe(name, target, args, kwargs, options)
+    if name in NO_STANDIN:
+        return {"standin_unsupported": NO_STANDIN[name]}
+    with standin.active(own) as unsupported:
+        try:
+            outcome = _run_probe(name, target, args, kwargs, options)
+        except Exception as e:
+            if unsupported:  # the probe's own step met what the stand-in cannot model
+                return {"standin_unsupported": unsupported[0]}
+            if standin.NO_CUDA in str(e):
+                return {"standin_unsupported": standin.CALLS_CUDA}
+            raise
+        if _raised_no_cuda(outcome.get("value")):  # torch.cuda.* called: it needs a real GPU
+            return {"standin_unsupported": standin.CALLS_CUDA}
+        if own and "value" in outcome:  # where the CPU tensors of a device mistake were made
+            lines = {standin.origin(t) for t in _tensors_in(outcome["value"]) if t.device.type == "cpu"}
+            lines = sorted(lines - {None})[:3] or ([standin.blamed()] if standin.blamed() else [])
+            if lines:
+                outcome["standin_origins"] = lines
+    if unsupported:
+        return {"standin_unsupported": unsupported[0]}
+    return outcome
+
+
+def _raised_no_cuda(value: Any) -> bool:
+    """Whether an outcome holds an exception raised for calling torch.cuda without CUDA."""
+    if isinstance(value, dict):
+        if "__raised__" in value:
+            return standin.NO_CUDA in str(value.get("message", ""))
+        value = list(value.values())
+    return isinstance(value, (list, tuple)) and any(_raised_no_cuda(v) for v in value)
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    return []
+
+
+def _run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dict) -> dict:
     try:
         value = PROBES[name](target, args, kwargs, **options)
     except Raised as e:

@@ -46,6 +46,9 @@ from .. import wire
 from ..exits import describe_exit
 from . import ProbeError, Raised, Target, describe, probe, raised
 
+#: Why the CUDA stand-in does not grade the data-parallel checks (torchgrade/sandbox/standin.py).
+RANKS_ELSEWHERE = "the data-parallel ranks run in processes of their own, where the CUDA stand-in does not reach"
+
 WORLD_SIZE = 2
 #: Seconds every rank has to answer (forked ranks); ranks of a fork server may first have to start it
 #: (import torch afresh) and CUDA.
@@ -700,7 +703,7 @@ def _limits(options: dict) -> dict:
     return {k: options.pop(k) for k in ("deadline", "grace", "start") if k in options}
 
 
-@probe
+@probe(standin=RANKS_ELSEWHERE)
 def ddp_broadcast(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **options: Any) -> Any:
     """``target(model, *args[1:])`` on every rank, each rank's model ``args[0]`` built from seed + rank.
 
@@ -716,7 +719,7 @@ def ddp_broadcast(target: Target, args: tuple, kwargs: dict, device: str = "cpu"
             **{key: _by_rank(values, key) for key in ("parameters_and_buffers", "parameters_kept", "requires_grad")}}
 
 
-@probe
+@probe(standin=RANKS_ELSEWHERE)
 def ddp_average(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **options: Any) -> Any:
     """``target(model)`` on identical replicas of ``args[0]`` whose gradients differ per rank.
 
@@ -730,7 +733,7 @@ def ddp_average(target: Target, args: tuple, kwargs: dict, device: str = "cpu", 
     return {"same_on_every_rank": _on_every_rank(values, "gradients"), "gradients": _by_rank(values, "gradients")}
 
 
-@probe
+@probe(standin=RANKS_ELSEWHERE)
 def ddp_train(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **options: Any) -> Any:
     """``args = (model, batch, loss, optimizer)`` by name; identical replicas call the target `steps` times.
 
@@ -756,7 +759,7 @@ def ddp_train(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **
             "losses": losses["losses"], "parameters_and_buffers": parameters["parameters_and_buffers"]}
 
 
-@probe
+@probe(standin=RANKS_ELSEWHERE)
 def ddp_wrap(target: Target, args: tuple, kwargs: dict, device: str = "cpu", **options: Any) -> Any:
     """``target(model, *args[1:])`` on every rank (models from seed + rank), then `steps` of SGD through it.
 
