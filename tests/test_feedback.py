@@ -101,7 +101,9 @@ def test_the_rerun_command_a_failure_prints_runs_exactly_that_check(tmp_path, sm
     reruns = re.findall(r"^ +rerun: (.*)$", result.output, re.MULTILINE)
     assert reruns == [f"torchgrade check tensors.view::test_matches_tensor_view_on_a_contiguous_input --device cpu "
                       f"--path {submission} --assignment {small_assignment}"]
-    assert "... and 2 more failing checks of tensors.view" in result.output
+    failed = [t for t in json.loads((tmp_path / "r1" / "results.json").read_text())["tests"]
+              if t["extra_data"]["target"] == "view" and t["status"] == "failed"]
+    assert len(failed) > 1 and f"... and {len(failed) - 1} more failing checks of tensors.view" in result.output
     words = shlex.split(reruns[0])[1:]  # without "torchgrade"
     again = run(*words, "--report", tmp_path / "r2")  # the line names the assignment it was graded with
     assert again.exit_code == 1, again.output
@@ -165,7 +167,7 @@ def test_the_plugin_takes_the_language_too(tmp_path, small_assignment):
                         "--lang", "zh", "--results-json", str(results), "-q", "-p", "no:cacheprovider"])
     assert code == pytest.ExitCode.TESTS_FAILED
     outputs = [t["output"] for t in json.loads(results.read_text())["tests"] if t["status"] == "failed"]
-    assert outputs == ["one_hot 还没有实现（它抛出了 NotImplementedError）"]
+    assert outputs and set(outputs) == {"one_hot 还没有实现（它抛出了 NotImplementedError）"}
 
 
 def test_the_plain_way_shows_each_failed_checks_message_not_a_python_traceback(tmp_path, small_assignment, capsys):

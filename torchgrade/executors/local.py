@@ -168,10 +168,18 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=wait, name="torchgrade-parent-watch", daemon=True).start()
 
 
-def _init_worker(parent: int) -> None:
+def _settings() -> dict[str, str]:
+    """This process's TORCHGRADE_* settings now (the fork server's environment is the one it started with)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("TORCHGRADE_") and k not in (OWNER_ENV, SESSION_ENV)}
+
+
+def _init_worker(parent: int, settings: dict[str, str]) -> None:
     # Ctrl-C reaches the whole foreground process group: the parent handles it (and ends the pool);
     # a worker printing its own KeyboardInterrupt traceback would only bury the parent's message.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in [k for k in os.environ if k.startswith("TORCHGRADE_") and k not in (OWNER_ENV, SESSION_ENV)]:
+        del os.environ[name]
+    os.environ.update(settings)  # the run's settings, as the process that made the pool has them
     _watch_parent(parent)
     import torch
 
@@ -200,7 +208,7 @@ class Pool:
 
     def _pool(self, workers: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker,
-                                   initargs=(os.getpid(),))
+                                   initargs=(os.getpid(), _settings()))
 
     def run(self, job: Job, submissions: list[Submission]) -> Iterator[Outcome]:
         queue = deque(submissions)
