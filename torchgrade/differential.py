@@ -27,7 +27,9 @@ from typing import Any, Iterator
 import pytest
 import torch
 
+from . import bounds
 from . import compare as comparison
+from .bounds import preview
 from .config import Assignment, Target
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
@@ -279,7 +281,7 @@ def _short(value: Any, show_values: bool) -> str:
     if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
         inner = ", ".join(_short(v, show_values) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    return comparison.clip(repr(value), 60)
+    return preview(value, 60)
 
 
 class Differential:
@@ -334,17 +336,25 @@ class Differential:
             return expected, wire.decode(wire.encode(expected))
         reply = self._student_reply(request, call)
         value = reply["value"]
+        try:
+            with bounds.time_budget():  # what the student sent decides how long this takes: bounded
+                self._compare(expected, value, call, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
+        except bounds.BudgetExceeded:
+            raise CheckFailed(f"{call}\n{t('budget_exceeded', seconds=f'{bounds.CHECK_SECONDS:g}')}") from None
+        return expected, value
+
+    def _compare(self, expected: Any, value: Any, call: str, **how: Any) -> None:
+        __tracebackhide__ = True
         if _raised_anywhere(value, "NotImplementedError"):
             raise CheckFailed(t("not_implemented", name=self.target.name))
         try:
-            comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
+            comparison.compare(expected, value, **how)
         except comparison.Mismatch as e:
             detail = str(e)
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
             if raised and raised.get("traceback"):
-                detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
+                detail += "\n" + t("traceback") + "\n" + raised["traceback"][:bounds.MESSAGE_CHARS].rstrip()
             raise self.failure(failure_kind(e), f"{call}\n{detail}") from None
-        return expected, value
 
     def _student_reply(self, request: dict, call: str) -> dict:
         __tracebackhide__ = True

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import bounds
 from . import config as config_module
 from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, SubmissionError
@@ -253,6 +254,9 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
         row = item.stash[_row_key] = dict(
             nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
+    # Every message is cut to a size (bounds.py), its hint line kept: messages from any path, a course's
+    # own assertion or a grader error included.
+    text = bounds.clip_message(text, keep_last_line=True)
     state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration))
 
 
