@@ -368,7 +368,7 @@ class Differential:
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit,
-                                     watch_dispatcher=bool(self.patterns))
+                                     watch_dispatcher=bool(self.patterns), hidden=self.hidden)
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None

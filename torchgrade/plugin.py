@@ -166,7 +166,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    # Visible checks first: what the submission prints or answers in them cannot hold a hidden check's
+    # inputs, which it has not seen yet (from the first hidden check on, its output is the instructor's).
+    items[:] = sorted(keep, key=lambda item: _visibility(item, state) != "visible")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -320,13 +322,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         state._sandbox.close()
     assign_points(state.results, state.assignment)
     notes = [f"graded on: {', '.join(state.graded_devices())}"]
+    hidden = []
     if state._sandbox is not None:
         for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
             notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
+        hidden = [f"--- printed by {key} ---\n{text.rstrip()}" for key, text in state._sandbox.hidden_output.items()]
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
                   devices=state.graded_devices(),
-                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level())
+                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level(),
+                  hidden_output="\n".join(hidden))
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")
     if path:

@@ -40,6 +40,8 @@ class Grade:
     output: str = ""
     devices: list[str] = field(default_factory=list)
     isolation: str = "process"
+    #: What the submission printed once hidden checks had begun: the instructor's only (results.py).
+    hidden_output: str = ""
 
     @property
     def score(self) -> float:
