@@ -28,8 +28,9 @@ def load_grade(path: Path) -> Grade:
     from .results import read_grade
 
     path = Path(path)
+    text = path.read_text(encoding="utf-8")  # (the student's copy must be there: a missing one is graded again)
     full = path.parent / INSTRUCTOR_FOLDER / path.name
-    return read_grade(json.loads((full if full.is_file() else path).read_text(encoding="utf-8")), path.parent.name)
+    return read_grade(json.loads(full.read_text(encoding="utf-8") if full.is_file() else text), path.parent.name)
 
 
 def exercise_scores(grade: Grade, assignment: Assignment) -> dict[str, float]:
