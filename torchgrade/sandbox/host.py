@@ -678,7 +678,7 @@ def _tail(path: Path, start: int = 0) -> tuple[str, int]:
         with os.fdopen(fd, "rb") as f:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read
-                return ""
+                return "", 0
             f.seek(0, os.SEEK_END)
             size = f.tell()
             start = start if start <= size else 0
