@@ -163,3 +163,64 @@ def test_a_check_may_set_only_rtol_or_only_atol_the_other_keeps_its_default():
     with pytest.raises(Mismatch) as error:
         compare(expected, close, rtol=1e-4)
     assert "rtol=0.0001" in str(error.value)
+
+
+# --- bounds: what showing a value and writing a message may cost (torchgrade/bounds.py) ------------
+
+def test_a_huge_tensor_of_one_byte_is_shown_by_dtype_and_shape_without_reading_its_elements():
+    huge = torch.zeros(1, dtype=torch.bool).as_strided((2,) * 31, (0,) * 31)  # 2**31 elements, one byte
+    with pytest.raises(Mismatch) as e:
+        compare((2, 3), huge)
+    assert "bool tensor of shape (2, 2, 2" in str(e.value) and len(str(e.value)) < 300
+    with pytest.raises(Mismatch) as e:  # inside a list, and a list of a million of them
+        compare([1, 2], [huge] * 1_000_000)
+    assert "expected 2 items" in str(e.value) and len(str(e.value)) < 400
+
+
+def test_a_preview_costs_what_its_length_needs_whatever_the_value():
+    from torchgrade.bounds import preview
+
+    assert preview(torch.tensor([1, 2])) == repr(torch.tensor([1, 2]))
+    assert preview([1, (2,), {"a": None}]) == repr([1, (2,), {"a": None}])
+    assert preview("x" * 10**8, 20).startswith("'xxxxxxxx") and len(preview("x" * 10**8, 20)) <= 20
+    assert preview(10**100000).startswith("<an int of")  # repr would refuse (over 4300 digits)
+    deep: list = []
+    for _ in range(10_000):
+        deep = [deep]
+    assert len(preview(deep, 50)) <= 50  # neither deep nor long nesting costs more than the text
+
+
+def test_a_message_names_a_few_unexpected_keys_each_cut_short():
+    actual = {f"{i:04d}" + "p" * 1996: (1,) for i in range(3000)}
+    with pytest.raises(Mismatch) as e:
+        compare({}, actual)
+    message = str(e.value)
+    assert "unexpected '0000ppp" in message and "(and 2992 more)" in message and len(message) < 1000
+    with pytest.raises(Mismatch) as e:  # a key in the path of a difference is cut too
+        compare({"k" * 5000: 1}, {"k" * 5000: 2})
+    assert len(str(e.value)) < 400
+
+
+def test_a_message_is_cut_to_its_cap_and_keeps_its_hint():
+    from torchgrade.bounds import MESSAGE_CHARS, clip_message
+
+    text = "called: f()\n" + "x" * 10**6 + "\nhint: look at the shape"
+    cut = clip_message(text, keep_last_line=True)
+    assert len(cut) < MESSAGE_CHARS + 600 and cut.startswith("called: f()") and cut.endswith("hint: look at the shape")
+    assert "more characters cut" in cut
+    assert clip_message("short\nhint: h", keep_last_line=True) == "short\nhint: h"
+
+
+def test_the_time_budget_interrupts_the_trusted_sides_work_and_leaves_no_timer_behind():
+    import signal
+
+    from torchgrade.bounds import BudgetExceeded, time_budget
+
+    with pytest.raises(BudgetExceeded):
+        with time_budget(0.05):
+            while True:
+                pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    with time_budget(5):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

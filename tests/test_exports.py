@@ -258,3 +258,32 @@ def test_matches_one_hot_with_more_classes(check, device):
     assert (tmp_path / "merged" / "grades.csv").read_bytes() == whole
     bob = next(r for r in csv.reader(io.StringIO(whole.decode())) if r[0] == "bob")
     assert bob[-2] == str(round(2 + 2 / 3, 4))  # 2.6667, not 2.6666
+
+
+def test_the_students_copy_holds_nothing_of_a_hidden_check_but_its_name_verdict_and_points(course, tmp_path):
+    """results.json (the student's copy) and the student's report: a failed hidden check by name and verdict,
+    nothing printed once hidden checks had begun; the instructor's copy (DIR/<submission>/instructor/) has
+    it all, and a grade is read back from it."""
+    from torchgrade.batch import write_outputs
+
+    hidden = dataclasses.replace(check("tensors.one_hot: hidden", "one_hot", "failed", 0, 3, "called: one_hot(SECRET-INPUT)"),
+                                 visibility="hidden")
+    visible = check("tensors.one_hot: shown", "one_hot", "failed", 0, 3, "called: one_hot(VISIBLE-INPUT)")
+    grade = Grade("ann", [visible, hidden], devices=["cpu"], output="graded on: cpu\n--- printed by tensors.one_hot ---\nSHOWN",
+                  hidden_output="--- printed by tensors.one_hot ---\nSECRET-PRINTED")
+    student = json.dumps(results_document(grade, course))
+    assert "SECRET" not in student and "VISIBLE-INPUT" in student and "SHOWN" in student
+    jsonschema.validate(json.loads(student), GRADESCOPE)
+    (test,) = [t for t in json.loads(student)["tests"] if t["name"] == "tensors.one_hot: hidden"]
+    assert test["status"] == "failed" and test["score"] == 0 and "instructor's copy" in test["output"]
+    instructor = json.dumps(results_document(grade, course, instructor=True))
+    assert "SECRET-INPUT" in instructor and "SECRET-PRINTED" in instructor
+
+    write_outputs(grade, course, tmp_path)
+    for name in ("results.json", "report.html"):
+        assert "SECRET" not in (tmp_path / "ann" / name).read_text()
+        assert "SECRET-INPUT" in (tmp_path / "ann" / "instructor" / name).read_text()
+    assert "SECRET-PRINTED" in (tmp_path / "ann" / "instructor" / "report.html").read_text()
+    assert "instructor/" not in (tmp_path / "ann" / "report.html").read_text()  # the student's page does not link it
+    assert (tmp_path / "ann" / "instructor").stat().st_mode & 0o777 == 0o700
+    assert load_grade(tmp_path / "ann" / "results.json") == grade  # resumed and merged runs keep everything

@@ -168,6 +168,14 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     assert "<script>alert" not in html and "<img src=x" not in html
     if attack.name == "html_injection":
         assert "&lt;script&gt;alert(" in html
+    if attack.secret:  # what only hidden checks saw is in the instructor's copy, never in the student's
+        secret, shown = attack.secret + arena.nonce, attack.shown + arena.nonce
+        student = json.dumps(document) + html
+        instructor = json.dumps(results_document(g, fast, instructor=True)) + render_report(g, fast, instructor=True)
+        assert secret not in student and shown in student
+        assert secret in instructor
+    # Every message is bounded (torchgrade/bounds.py), whatever the submission sent.
+    assert max(len(t.output) for t in g.tests) < 5000
 
     # Nothing appears where it should not, nothing unpickles, nothing survives.
     assert not arena.canary.exists()
@@ -196,7 +204,7 @@ def available_levels() -> tuple[str, ...]:
 #: The attacks that no isolation level is needed for (they target the recorder or the process cap):
 #: also graded at every other level this machine offers.
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
-               "fork_bomb_spills")
+               "fork_bomb_spills", "fill_after_watch")
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -246,7 +254,7 @@ def test_a_module_that_left_processes_behind_is_ended_before_another_module_runs
 
 
 CLASS = ("exit_at_import", "import_hang", "kill_parent", "kill_everything", "fork_bomb", "lingering_processes",
-         "output_flood", "write_results", "read_secrets", "steal_reference", "html_injection")
+         "output_flood", "write_results", "read_secrets", "steal_reference", "html_injection", "print_hidden_inputs")
 #: The folder (so the name in every report) of a submission can hold markup too.
 FOLDER = {"html_injection": "<img src=x onerror=alert(1)>"}
 
@@ -293,6 +301,14 @@ def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, 
         html = page.read_text()
         assert "<img src=x" not in html and "<script>alert" not in html, page
     assert "&lt;img src=x" in (arena.out / "index.html").read_text()  # the name is there, as text
+    # The student's copy (results.json, report.html) has no hidden check's inputs; the instructor's
+    # copy, in a folder of the grader's own, has them.
+    secret = "HIDDEN-INPUT-" + arena.nonce
+    student = [p.read_text() for p in arena.out.glob("print_hidden_inputs/*.*")]
+    instructor = [p.read_text() for p in arena.out.glob("print_hidden_inputs/instructor/*.*")]
+    assert len(student) == len(instructor) == 2 and not any(secret in text for text in student)
+    assert all(secret in text for text in instructor)
+    assert (arena.out / "print_hidden_inputs" / "instructor").stat().st_mode & 0o077 == 0
     assert strays(arena.nonce, ROOT, arena.private) == []
     assert not [p for p in os.listdir(arena.out) if arena.nonce in p]
     assert survivors(arena.mark) == []

@@ -25,7 +25,7 @@ from .exports import grades_csv, junit_xml, load_grade
 from .grading import GradingError
 from .ledger import Ledger, Record, grader_key
 from .report import write_report
-from .results import write_atomic, write_results
+from .results import INSTRUCTOR_FOLDER, write_atomic, write_results
 from .scoring import CheckResult, Grade, assign_points
 from .submissions import Submission, SubmissionUnreadable, content_hash, staged
 
@@ -195,6 +195,11 @@ def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
             partial.mkdir(parents=True)
             write_results(grade, assignment, partial / "results.json")
             write_report(grade, assignment, partial / "report.html")
+            # The instructor's copy: hidden checks' messages and what was printed during them.
+            private = partial / INSTRUCTOR_FOLDER
+            private.mkdir(mode=0o700)
+            write_results(grade, assignment, private / "results.json", instructor=True)
+            write_report(grade, assignment, private / "report.html", instructor=True)
             shutil.rmtree(old, ignore_errors=True)
             if folder.exists():
                 os.rename(folder, old)

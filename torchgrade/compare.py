@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .bounds import clip, names, preview
 from .i18n import fact, t
 from .sandbox import standin
 
@@ -43,7 +44,7 @@ def describe_path(path: str, lang: str | None = None) -> str:
     if not parts or parts == ["value"]:
         return fact("value", lang)
     words = fact(parts[0], lang) if isinstance(parts[0], str) else None
-    return f"{words or fact('value', lang)} {path}"
+    return f"{words or fact('value', lang)} {clip(path, 200)}"  # (a path holds the student's dict keys)
 
 
 class _Words:
@@ -58,7 +59,7 @@ class _Words:
 
 def _kind(value: Any) -> str:
     if isinstance(value, dict) and "__raised__" in value:
-        return t("kind_exception", name=value["__raised__"])
+        return t("kind_exception", name=clip(value["__raised__"], 80))
     if isinstance(value, torch.Tensor):
         return t("kind_tensor")
     return t("kind_other", name=type(value).__name__) if value is not None else t("kind_none")
@@ -83,16 +84,8 @@ def _number(value: torch.Tensor) -> str:
     return f"{item:.6g}"
 
 
-def clip(text: str, limit: int) -> str:
-    """`text` within `limit` characters, cut only between values (after a comma or a space), never inside one."""
-    if len(text) <= limit:
-        return text
-    cut = max(text.rfind(", ", 0, limit - 4), text.rfind(" ", 0, limit - 4))
-    return (text[:cut].rstrip(",") if cut > 0 else text[:limit - 4]) + " ..."
-
-
 def _first_line(text: str, limit: int = 200) -> str:
-    return clip(text.splitlines()[0], limit) if text else ""
+    return clip(text[:limit + 1].splitlines()[0], limit) if text else ""
 
 
 #: Tensors up to this many elements are shown in full under a value mismatch.
@@ -178,8 +171,8 @@ def _returned(actual: Any) -> str:
 
 
 def _names(keys: list) -> str:
-    """Facts (dict keys) in words where they have words, else as they are."""
-    return ", ".join((fact(k) or repr(k)) if isinstance(k, str) else repr(k) for k in keys)
+    """Facts (dict keys) in words where they have words, else as they are (a few, each cut short)."""
+    return names(keys, lambda k: (fact(k) or preview(k, 200)) if isinstance(k, str) else preview(k, 200))
 
 
 def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, rtol: float | None = None,
@@ -199,22 +192,22 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
                            "not_raised", path)
         wanted = (expected["__raised__"], *accept)
         if not set(wanted) & set(actual.get("mro", ())):
-            raise Mismatch(t("wrong_exception", expected=" or ".join(wanted), actual=actual["__raised__"],
+            raise Mismatch(t("wrong_exception", expected=" or ".join(wanted), actual=clip(actual["__raised__"], 80),
                              message=_first_line(actual["message"] or "")), "wrong_exception", path)
         return
     if isinstance(actual, dict) and "__raised__" in actual:
         key = "raised_at" if path_parts(path) else "raised"
-        raise Mismatch(t(key, what=what, exception=actual["__raised__"], message=clip(actual["message"] or "", 500)),
+        raise Mismatch(t(key, what=what, exception=clip(actual["__raised__"], 80), message=clip((actual["message"] or "")[:501], 500)),
                        "raised", path)
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=f"{tuple(expected.shape)}",
-                             actual_kind=_kind(actual), actual=clip(repr(actual), 80)), "kind", path)
+                             actual_kind=_kind(actual), actual=preview(actual, 80)), "kind", path)
         compare_tensors(expected, actual, path, exact=exact, rtol=rtol, atol=atol)
         return
     if type(expected) is not type(actual):
-        raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=clip(repr(expected), 80),
-                         actual_kind=_kind(actual), actual=clip(repr(actual), 80)), "kind", path)
+        raise Mismatch(t("kind", what=what, expected_kind=_kind(expected), expected=preview(expected, 80),
+                         actual_kind=_kind(actual), actual=preview(actual, 80)), "kind", path)
     if isinstance(expected, dict):
         # The facts both sides report first, in order: the first difference there says more than a
         # list of the facts only one side reports (a probe reports some facts only in some cases).
@@ -236,11 +229,11 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
         return
     if isinstance(expected, (list, tuple)):
         if len(expected) != len(actual):
-            raise Mismatch(t("length", what=what, expected_len=len(expected), expected=clip(repr(expected), 120),
-                             actual_len=len(actual), actual=clip(repr(actual), 120)), "length", path)
+            raise Mismatch(t("length", what=what, expected_len=len(expected), expected=preview(expected, 120),
+                             actual_len=len(actual), actual=preview(actual, 120)), "length", path)
         if _scalars(expected) and _scalars(actual) and not any(isinstance(v, float) for v in expected):
             if list(expected) != list(actual):  # shapes, strides: the whole sequence reads better
-                raise Mismatch(t("value", what=what, expected=clip(repr(expected), 200), actual=clip(repr(actual), 200)),
+                raise Mismatch(t("value", what=what, expected=preview(expected, 200), actual=preview(actual, 200)),
                                "value", path)
             return
         for i, (e, a) in enumerate(zip(expected, actual)):
@@ -252,4 +245,4 @@ def compare(expected: Any, actual: Any, path: str = "", *, exact: bool = False, 
             raise Mismatch(t("value", what=what, expected=repr(expected), actual=repr(actual)), "value", path)
         return
     if expected != actual:
-        raise Mismatch(t("value", what=what, expected=clip(repr(expected), 200), actual=clip(repr(actual), 200)), "value", path)
+        raise Mismatch(t("value", what=what, expected=preview(expected, 200), actual=preview(actual, 200)), "value", path)

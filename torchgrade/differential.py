@@ -31,7 +31,9 @@ from typing import Any, Iterator
 import pytest
 import torch
 
+from . import bounds
 from . import compare as comparison
+from .bounds import preview
 from .config import Assignment, Target
 from .feedback import missing_module
 from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
@@ -363,7 +365,7 @@ def _short(value: Any, show_values: bool) -> str:
     if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
         inner = ", ".join(_short(v, show_values) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    return comparison.clip(repr(value), 60)
+    return preview(value, 60)
 
 
 #: What a device mistake raises on a GPU (and on the stand-in, in the same words).
@@ -455,23 +457,32 @@ class Differential:
         if "standin_unsupported" in reply:  # the student's code did what the stand-in cannot model
             pytest.skip(t("standin_set_aside", reason=reply["standin_unsupported"]))
         value = reply["value"]
+        try:
+            with bounds.time_budget():  # what the student sent decides how long this takes: bounded
+                self._compare(expected, reply, call, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
+        except bounds.BudgetExceeded:
+            raise CheckFailed(f"{call}\n{t('budget_exceeded', seconds=f'{bounds.CHECK_SECONDS:g}')}") from None
+        return expected, value
+
+    def _compare(self, expected: Any, reply: dict, call: str, **how: Any) -> None:
+        __tracebackhide__ = True
+        value = reply["value"]
         if _raised_anywhere(value, "NotImplementedError"):
             part = _unfinished_part(value, self.target.name)
             raise CheckFailed(t("not_implemented_part", name=self.target.name, part=part) if part
                               else t("not_implemented", name=self.target.name))
         try:
-            comparison.compare(expected, value, exact=exact, rtol=rtol, atol=atol, accept=accept, like=like)
+            comparison.compare(expected, value, **how)
         except comparison.Mismatch as e:
             detail = str(e)
             raised = _first_raised(value) if e.kind in ("raised", "wrong_exception") else None
             if raised and raised.get("traceback"):
-                detail += "\n" + t("traceback") + "\n" + raised["traceback"].rstrip()
+                detail += "\n" + t("traceback") + "\n" + raised["traceback"][:bounds.MESSAGE_CHARS].rstrip()
             if self.standin:
                 detail += _standin_note(e, raised, reply)
             parts = comparison.path_parts(e.path)
             fact = parts[0] if parts and isinstance(parts[0], str) else None
             raise self.failure(failure_kind(e), f"{call}\n{detail}", fact=fact) from None
-        return expected, value
 
     def _student_reply(self, request: dict, call: str, expected: Any = None, accept: tuple[str, ...] = (),
                        like: str | None = None) -> dict:
@@ -486,7 +497,7 @@ class Differential:
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit,
-                                     watch_dispatcher=bool(self.patterns), standin=self.standin)
+                                     watch_dispatcher=bool(self.patterns), standin=self.standin, hidden=self.hidden)
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .config import Assignment
+from .results import INSTRUCTOR_FOLDER
 from .scoring import Grade
 
 #: Characters XML 1.0 cannot hold at all, even escaped (student output may contain any of them).
@@ -22,10 +23,14 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def load_grade(path: Path) -> Grade:
-    """A Grade read back from a results.json this grader wrote (for resumed, merged and re-paged runs)."""
+    """A Grade read back from a results.json this grader wrote (for resumed, merged and re-paged runs):
+    from the instructor's copy beside it (DIR/<submission>/instructor/results.json) where there is one."""
     from .results import read_grade
 
-    return read_grade(json.loads(Path(path).read_text(encoding="utf-8")), Path(path).parent.name)
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")  # (the student's copy must be there: a missing one is graded again)
+    full = path.parent / INSTRUCTOR_FOLDER / path.name
+    return read_grade(json.loads(full.read_text(encoding="utf-8") if full.is_file() else text), path.parent.name)
 
 
 def exercise_scores(grade: Grade, assignment: Assignment) -> dict[str, float]:

@@ -2,7 +2,8 @@
 
 The terminal (torchgrade/terminal.py) and the report page (templates/report.html) both render this
 view, so they say the same things. Hidden checks are shown by name and verdict only unless the view
-is built for an instructor; results.json always keeps every message.
+is built for an instructor, which also shows what was printed during them (`Grade.hidden_output`);
+only the instructor's results.json keeps their messages (torchgrade/results.py).
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, pat
         exercises.append(ExerciseView(exercise, exercise, [TargetView(exercise, name, checks)]))
     skipped = Counter(r.output.split("\n", 1)[0] for r in grade.tests if r.status == "skipped")
     notes, printed = _split_output(grade.output)
+    if instructor and grade.hidden_output:
+        printed += [(f"{key} (during hidden checks)", text) for key, text in _split_output(grade.hidden_output)[1]]
     return SubmissionView(grade=grade, exercises=exercises, instructor=instructor,
                           skipped=sorted(skipped.items(), key=lambda kv: -kv[1]), notes=notes, printed=printed)
 

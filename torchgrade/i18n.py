@@ -190,6 +190,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "CUDA 检查：由 CUDA 替身评测，而非 GPU（cuda_standin: {policy}）；cuda 上的设备信息来自替身，数值来自 CPU"},
     "grader_error": {"en": "grader error (not your fault; please report it): {error}",
                      "zh": "评测程序出错（不是你的问题，请报告）：{error}"},
+    # bounds.py and the student's copy of a grade (results.py)
+    "budget_exceeded": {"en": "the grader stopped comparing your result after {seconds} s, its limit for one check: "
+                              "return a result of the kind and size the exercise asks for",
+                        "zh": "评测程序比较你的结果超过了每项检查的上限 {seconds} 秒，已停止：请返回题目要求的类型和大小的结果"},
+    "hidden_check_details": {"en": "a hidden check: its inputs, output and messages are in the instructor's copy",
+                             "zh": "隐藏检查：其输入、输出和信息只在教师的副本中"},
     "sandbox_unavailable": {"en": "the sandbox cannot start on this computer: {why}",
                             "zh": "沙箱无法在这台电脑上启动：{why}"},
     "checks_did_not_pass": {"en": "{count} graded checks did not pass (exit status 1)",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import bounds
 from . import config as config_module
 from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, GraderError, SubmissionError
@@ -182,7 +183,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    # Visible checks first: what the submission prints or answers in them cannot hold a hidden check's
+    # inputs, which it has not seen yet (from the first hidden check on, its output is the instructor's).
+    items[:] = sorted(keep, key=lambda item: _visibility(item, state) != "visible")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -281,6 +284,9 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
         row = item.stash[_row_key] = dict(
             nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
+    # Every message is cut to a size (bounds.py), its hint line kept: messages from any path, a course's
+    # own assertion or a grader error included.
+    text = bounds.clip_message(text, keep_last_line=True)
     on_standin = state.on_standin(item)
     if on_standin and state.standin == "warn" and status != "skipped":  # findings as warnings: no points either way
         text = i18n.t("standin_warning", text=text) if status != "passed" else i18n.t("standin_not_counted")
@@ -353,13 +359,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     notes = [f"graded on: {', '.join(state.graded_devices())}"]
     if state.standin and any(r.standin for r in state.results):
         notes.append(i18n.t("standin_graded", policy=state.standin))
+    hidden = []
     if state._sandbox is not None:
         for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
             notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
+        hidden = [f"--- printed by {key} ---\n{text.rstrip()}" for key, text in state._sandbox.hidden_output.items()]
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
                   devices=state.graded_devices(), standin=state.standin if any(r.standin for r in state.results) else "",
-                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level())
+                  isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level(),
+                  hidden_output="\n".join(hidden))
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")
     if path:

@@ -6,6 +6,12 @@ transcribes it): per-test `status` is only `passed` or `failed`, torchgrade's fi
 was not graded are not tests at all: their count and reasons are in `output`, and the checks
 themselves in `extra_data.skipped_checks`, so a grade read back (`read_grade`) is the grade written.
 Scores are written at full precision (a float's shortest round-trip form), never rounded per test.
+
+There are two copies. The student's (the default; what Gradescope and `torchgrade check` write, and
+DIR/<submission>/results.json) gives a hidden check its name, verdict and points only: its message
+is one fixed line, and what the submission printed once hidden checks had begun is left out, for
+both may hold the hidden inputs. The instructor's (`instructor=True`; DIR/<submission>/instructor/)
+keeps every message, and that printed output as `extra_data.hidden_output`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from . import __version__
 from .config import Assignment
 from .scoring import CheckResult, Grade
 
+#: DIR/<submission>/INSTRUCTOR_FOLDER holds the instructor's copy (results.json, report.html): a folder
+#: of its owner's only (0700), which no page of the student's links to.
+INSTRUCTOR_FOLDER = "instructor"
 #: Mode of every file torchgrade writes: readable by a web server running as another user
 #: (`set_private(True)`, or `--private`, makes them 0600).
 FILE_MODE = 0o644
@@ -47,8 +56,18 @@ def _check_data(t: CheckResult) -> dict[str, Any]:
     return data
 
 
-def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
-    """The results.json content for one graded submission."""
+def _student_output(t: CheckResult) -> str:
+    """What the student's copy says of a check: a hidden check's message is the instructor's."""
+    if t.visibility == "visible" or t.status in ("passed", "skipped"):
+        return t.output
+    from .i18n import t as words
+
+    return words("hidden_check_details")
+
+
+def results_document(grade: Grade, assignment: Assignment, *, instructor: bool = False) -> dict[str, Any]:
+    """The results.json content for one graded submission: the student's copy, or with `instructor` the
+    instructor's (every message, and what was printed during hidden checks)."""
     tests, skipped, positions = [], [], []
     for position, t in enumerate(grade.tests):
         if t.status == "skipped":
@@ -61,7 +80,7 @@ def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
             "status": "passed" if t.status == "passed" else "failed",
             "score": t.score,
             "max_score": t.max_score,
-            "output": t.output,
+            "output": t.output if instructor else _student_output(t),
             "output_format": "text",  # student text is never rendered as HTML or Markdown
             "extra_data": _check_data(t),
         })
@@ -76,6 +95,8 @@ def results_document(grade: Grade, assignment: Assignment) -> dict[str, Any]:
             "max_score": grade.max_score, "submission": grade.submission, "isolation": grade.isolation,
             "devices": grade.devices, "assignment": assignment.title, "version": __version__,
             "cuda_standin": grade.standin or None,
+            "copy": "instructor" if instructor else "student",
+            **({"hidden_output": grade.hidden_output} if instructor else {}),
             "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
             # Where each stood among the checks, so that a grade read back lists them in the same order.
             "skipped_checks": [{"name": t.name, "output": t.output, "position": position,
@@ -114,7 +135,8 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
     return Grade(submission=meta.get("submission", default_name), tests=everything,
                  execution_time=float(data.get("execution_time", 0.0)), output=output,
                  devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"),
-                 standin=meta.get("cuda_standin") or "")
+                 standin=meta.get("cuda_standin") or "",
+                 hidden_output=meta.get("hidden_output", ""))
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -131,6 +153,7 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_results(grade: Grade, assignment: Assignment, path: Path) -> None:
-    """Write results.json for one submission."""
-    write_atomic(path, json.dumps(results_document(grade, assignment), indent=2, ensure_ascii=False) + "\n")
+def write_results(grade: Grade, assignment: Assignment, path: Path, *, instructor: bool = False) -> None:
+    """Write results.json for one submission (the student's copy unless `instructor`)."""
+    write_atomic(path, json.dumps(results_document(grade, assignment, instructor=instructor), indent=2,
+                                  ensure_ascii=False) + "\n")

@@ -45,6 +45,8 @@ class Grade:
     #: The course's cuda_standin policy where the CUDA checks were graded on the stand-in ("score" or
     #: "warn"), else "" (graded on a GPU, or set aside).
     standin: str = ""
+    #: What the submission printed once hidden checks had begun: the instructor's only (results.py).
+    hidden_output: str = ""
 
     @property
     def score(self) -> float:

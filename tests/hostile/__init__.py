@@ -36,6 +36,10 @@ class Attack:
     #: Run at isolation level "process", the attack succeeds (the attacked targets get full marks):
     #: proof that it is real, and that the stronger level is what stops it.
     works_unisolated: bool = False
+    #: Text (followed by the arena's nonce) that the attack prints or raises only in hidden checks: it
+    #: must be in the instructor's copy and nowhere in the student's; `shown` is its visible checks' own.
+    secret: str = ""
+    shown: str = ""
 
     @property
     def code(self) -> str:
@@ -66,6 +70,7 @@ ATTACKS = (
                                     "functions.LinearFn"), module="functions",
            untouched=("functions.Conv2dFn", "functions.legendre_model", *UNTOUCHED), message="forbidden call"),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
+    Attack("fill_after_watch", ("tensors.one_hot",)),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
            message="may not switch off the grader's call recorder"),
     # Crashing or leaving: each costs only the attacked target (or, at import, the module).
@@ -86,8 +91,12 @@ ATTACKS = (
            untouched=("parallel.shard", "parallel.broadcast_parameters", "tensors.broadcast_shape")),
     Attack("lingering_processes", ("tensors.gather",)),
     Attack("output_flood", ("tensors.gather",)),
+    Attack("long_names", ("modules.MyLayer",), module="modules", message="unexpected"),
+    Attack("huge_preview", ("tensors.broadcast_shape",), untouched=("conv.conv_output_size", "tensors.gather"),
+           message="Tensor"),
     # Reaching out: files, other processes, the network, the report.
     Attack("write_results", ("tensors.gather",), level="unprivileged-user"),
+    Attack("print_hidden_inputs", ("tensors.gather",), secret="HIDDEN-INPUT-", shown="VISIBLE-INPUT-"),
     Attack("html_injection", ("tensors.gather",), files=(_EVIL_FILE,)),
     Attack("symlink_to_reference", ("tensors.gather",), symlinks=(("helper.py", "reference/tensors.py"),)),
     Attack("read_secrets", ("tensors.gather",), level="unprivileged-user", works_unisolated=True),

@@ -551,8 +551,12 @@ class Sandbox:
             raise IsolationError(f"unknown isolation level {self.requested!r} (expected one of {isolation.LEVELS})")
         #: The live worker of each module.
         self.workers: dict[str, Worker] = {}
-        #: What the student's code printed: by "module.py while importing" and by "module.target".
+        #: What the student's code printed: by "module.py while importing" and by "module.target"; only
+        #: what it printed before the first hidden check (`hidden_output` has the rest: the instructor's).
         self.output: dict[str, str] = {}
+        self.hidden_output: dict[str, str] = {}
+        #: Since the first hidden request: how far each output file (by worker folder) had been read then.
+        self._hidden_from: dict[Path, dict[str, int]] | None = None
         #: Modules whose import hung or killed the process: their other targets fail at once, alike.
         self.import_failures: dict[str, SandboxFailure] = {}
         #: Targets that took the zygote down on every try: their other checks fail at once, alike.
@@ -570,13 +574,18 @@ class Sandbox:
         return isolation_level(self.requested)
 
     def run(self, exercise: str, target: str, probe: str, args: tuple, kwargs: dict, options: dict,
-            timeout: float, watch_dispatcher: bool = True, standin: bool = False) -> dict:
+            timeout: float, watch_dispatcher: bool = True, standin: bool = False,
+            hidden: bool = False) -> dict:
         """Run a probe on the student's `exercise.target`; the reply is plain data (see probes.run_probe).
 
         `watch_dispatcher`: also record what runs at torch's dispatcher (the profiler, recorder.py), for a
         target that may not call something; a target free to call anything needs only the plain record.
-        `standin`: run it on the CUDA stand-in (sandbox/standin.py), for a CUDA check where there is no CUDA."""
+        `standin`: run it on the CUDA stand-in (sandbox/standin.py), for a CUDA check where there is no CUDA.
+        `hidden`: a hidden check's request: from the first one on, whatever the submission prints, in
+        any of its processes, is the instructor's (`hidden_output`), for it may hold hidden inputs."""
         key = f"{exercise}.{target}"
+        if hidden and self._hidden_from is None:
+            self._hide_output_from_now()
         request = {"target": target, "probe": probe, "args": list(args), "kwargs": dict(kwargs),
                    "options": dict(options), "dispatch": watch_dispatcher, "standin": standin}
         retried = False
@@ -639,13 +648,25 @@ class Sandbox:
             self._collect_output(exercise, worker.workdir, worker.served)
 
     def _collect_output(self, exercise: str, workdir: Path, targets: Iterable[str]) -> None:
-        """What a worker printed while importing, then while running each target, kept under their keys."""
-        files = [(f"{exercise}.py while importing", output_file(None))]
-        files += [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]
-        for key, name in files:
-            text = _tail(workdir / name)
+        """What a worker printed while importing, then while running each target, kept under their keys
+        (in `hidden_output` once a hidden check has run: only what its files gained since)."""
+        start = None if self._hidden_from is None else self._hidden_from.get(workdir, {})
+        for key, name in _output_files(exercise, targets):
+            text, _ = _tail(workdir / name, 0 if start is None else start.get(name, 0))
+            into = self.output if start is None else self.hidden_output
             if text:
-                self.output[key] = self.output.get(key, "") + text
+                into[key] = into.get(key, "") + text
+
+    def _hide_output_from_now(self) -> None:
+        """Before the first hidden request: what the live workers printed so far is the student's; their
+        files are read up to here, and whatever comes after goes to `hidden_output`."""
+        self._hidden_from = {}
+        for exercise, worker in self.workers.items():
+            read = self._hidden_from[worker.workdir] = {}
+            for key, name in _output_files(exercise, worker.served):
+                text, read[name] = _tail(worker.workdir / name)
+                if text:
+                    self.output[key] = self.output.get(key, "") + text
 
     def close(self) -> None:
         """Stop every worker, kill what they left behind, and remove the submission's folders."""
@@ -657,21 +678,30 @@ class Sandbox:
             inbox.remove(self._home)
 
 
-def _tail(path: Path) -> str:
-    """The last OUTPUT_KEEP_BYTES of a file a sandbox wrote ('' if it is missing or not a plain file)."""
+def _output_files(exercise: str, targets: Iterable[str]) -> list[tuple[str, str]]:
+    """(key, file name) of what a module's worker printed while importing, then per target."""
+    return [(f"{exercise}.py while importing", output_file(None))] + \
+        [(f"{exercise}.{t}", output_file(t)) for t in sorted(targets)]
+
+
+def _tail(path: Path, start: int = 0) -> tuple[str, int]:
+    """The last OUTPUT_KEEP_BYTES of a file a sandbox wrote, from byte `start` on (all of it if it has
+    shrunk since), and its size; ('', 0) if it is missing or not a plain file."""
+    size = 0
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_BINARY", 0))
         with os.fdopen(fd, "rb") as f:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # not a link to a file it may not read
-                return ""
+                return "", 0
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - OUTPUT_KEEP_BYTES))
+            start = start if start <= size else 0
+            f.seek(max(start, size - OUTPUT_KEEP_BYTES))
             text = f.read(OUTPUT_KEEP_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return ""
-    if size > OUTPUT_KEEP_BYTES:
-        text = f"[... {size - OUTPUT_KEEP_BYTES} earlier bytes cut ...]\n" + text
-    return text
+        return "", 0
+    if size - start > OUTPUT_KEEP_BYTES:
+        text = f"[... {size - start - OUTPUT_KEEP_BYTES} earlier bytes cut ...]\n" + text
+    return text, size

@@ -81,6 +81,15 @@ def encode(obj: Any) -> bytes:
         raise WireError(f"not plain data ({e})") from None
 
 
+def join(frame: bytes, extra: dict) -> bytes:
+    """A frame of a dict with `extra`'s items (text, numbers: no tensors) added to it. The frame's storages
+    and tensors are kept as they were encoded: no tensor is read again."""
+    storages, tree = msgpack.unpackb(frame, raw=False, use_list=True)
+    value = msgpack.unpackb(tree, raw=False, strict_map_key=False, ext_hook=msgpack.ExtType)
+    value.update(extra)
+    return msgpack.packb([storages, msgpack.packb(value, use_bin_type=True, strict_types=True)], use_bin_type=True)
+
+
 def _describe_tensor(t: torch.Tensor, storages: list[bytes], seen: dict[tuple, int]) -> list:
     _check_tensor(t)
     if t.is_conj() or t.is_neg():  # lazy bits the storage's bytes do not show

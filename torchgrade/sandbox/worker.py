@@ -85,13 +85,14 @@ class Session:
             return
         self.module = module
 
-    def handle(self, request: dict) -> dict:
+    def handle(self, request: dict) -> bytes:
+        """Run one request; its reply as a frame (`wire.encode`)."""
         self.load()
         if self.import_failure is not None:
-            return {"import_error": self.import_failure}
+            return wire.encode({"import_error": self.import_failure})
         name = request["target"]
         if not hasattr(self.module, name):
-            return {"missing": name}
+            return wire.encode({"missing": name})
         self.recorder.calls.clear()
         target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
         try:
@@ -100,11 +101,20 @@ class Session:
                 outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
                                     dict(request["options"]), on_standin=bool(request.get("standin")),
                                     own=self.submission)
+                # The result (values, gradients) is copied into bytes while the watch is still on: what a
+                # thread of the student's does to it before is seen at the dispatcher; after, never sent.
+                body = _encoded(outcome)
         except BaseException as e:  # the probe itself tripped over what the student returned
-            outcome = {"probe_error": f"{type(e).__name__}: {e}"[:2000],
-                       "traceback": student_traceback(e, self.submission)}
-        outcome["calls"] = dict(self.recorder.calls)
-        return outcome
+            body = _encoded({"probe_error": f"{type(e).__name__}: {e}"[:2000],
+                             "traceback": student_traceback(e, self.submission)})
+        return wire.join(body, {"calls": dict(self.recorder.calls)})
+
+
+def _encoded(outcome: dict) -> bytes:
+    try:
+        return wire.encode(outcome)
+    except BaseException as e:
+        return wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
 
 
 def apply_limits(limits: dict, dedicated_user: bool = False) -> None:
@@ -329,10 +339,6 @@ def serve(conn: Any, config: dict) -> None:
             continue
         _output.switch(request["target"])
         rearm_cpu_limit(config.get("limits", {}))
-        reply = session.handle(request)
-        try:
-            frame = wire.encode(reply)
-        except BaseException as e:
-            frame = wire.encode({"probe_error": f"the result could not be sent back: {type(e).__name__}: {e}"[:2000]})
+        frame = session.handle(request)
         flush()
         conn.send_bytes(frame)
