@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import levels
 import psutil
 import pytest
 from click.testing import CliRunner
@@ -366,14 +367,17 @@ def test_a_killed_grader_takes_its_sandbox_and_all_a_submission_started_with_it(
     """The grader ended by a signal it cannot clean up after (a CI job's `timeout`, the OOM killer): its
     sandbox and every process the submission started die with it, at every level. (At level process the
     launcher, its worker and 160 processes of a submission once lived on for 77 minutes, re-parented to init.)"""
-    if level not in _levels_here():
+    simulate = level == levels.LEVEL and level not in _levels_here()  # (see tests/levels.py)
+    if level not in _levels_here() and not simulate:
         pytest.skip(f"this machine has no isolation {level}")
     mark = "tgk" + os.urandom(6).hex()
     student(tmp_path / "class" / "mallory", extra=FORK_AND_WAIT.replace("{mark}", mark))
-    command = [sys.executable, "-c", "from torchgrade.cli import main; main()",
+    command = [sys.executable, "-c", (levels.IN_CHILD if simulate else "") + "from torchgrade.cli import main; main()",
                *grade_args(course, tmp_path / "class", tmp_path / "out", "-j", "1")]
+    tests = str(Path(__file__).parent)
     grader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**os.environ, isolation.ENV_VAR: level})
+                              env={**os.environ, isolation.ENV_VAR: level,
+                                   "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])})
     try:
         deadline = time.monotonic() + 180
         while len(_marked(mark)) < 60:

@@ -21,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+import levels
 import pytest
 import yaml
 from conftest import ROOT, make_submission, points_by_target
@@ -30,7 +31,7 @@ from torchgrade.config import load_assignment
 from torchgrade.grading import grade_submission
 from torchgrade.report import render_report
 from torchgrade.results import results_document
-from torchgrade.sandbox import host, inbox, ipc, isolation, portable
+from torchgrade.sandbox import host, ipc, isolation, portable
 from torchgrade.sandbox.host import Sandbox, isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
@@ -314,15 +315,7 @@ def level_here(request, monkeypatch):
     level = request.param
     simulated = level == "unprivileged-user" and level not in available_levels()
     if simulated:
-        real = isolation.plans
-
-        def plans(requested):
-            if requested != "unprivileged-user":
-                return real(requested)
-            box = inbox.path()
-            return [isolation.Plan("unprivileged-user", (), None, box, box, clean=("/tmp", "/var/tmp", "/dev/shm"))]
-
-        monkeypatch.setattr(isolation, "plans", plans)
+        monkeypatch.setattr(isolation, "plans", levels.simulated_plans(isolation.plans))
     elif level not in available_levels():
         pytest.skip(f"this machine has no isolation {level}")
     yield level

@@ -199,7 +199,7 @@ def _psutil():
     return psutil
 
 
-def tree(pid: int) -> list:
+def tree(pid: int, stop_root: bool = True) -> list:
     """A process and all its descendants (psutil.Process objects), each stopped before its children
     are listed so that none escapes by starting more; [] if it is gone.
 
@@ -215,14 +215,15 @@ def tree(pid: int) -> list:
     while todo and len(found) < 10_000:
         process = todo.pop()
         with contextlib.suppress(psutil.Error):
-            process.suspend()
-            for child in process.children():
+            if stop_root or process is not root:
+                process.suspend()
+            for child in _children(process):
                 if child.pid not in seen:
                     seen.add(child.pid)
                     found.append(child)
                     todo.append(child)
         if not todo:
-            _wait_stopped(found)
+            _wait_stopped(found if stop_root else found[1:])
             todo = [p for p in found if _has_children_besides(p, seen)]
     return found
 
@@ -244,22 +245,51 @@ def _wait_stopped(processes: list, timeout: float = 1.0) -> None:
 def _has_children_besides(process: Any, seen: set[int]) -> bool:
     psutil = _psutil()
     try:
-        return any(child.pid not in seen for child in process.children())
+        return any(child.pid not in seen for child in _children(process))
     except psutil.Error:
         return False
+
+
+def _children(process: Any) -> list:
+    """A process's children. On Linux from /proc/PID/task/*/children: psutil reads every process's stat
+    for each call, and a kill of a fork bomb's tree on a busy machine then took seconds."""
+    psutil = _psutil()
+    if not sys.platform.startswith("linux"):
+        return process.children()
+    try:
+        tasks = os.listdir(f"/proc/{process.pid}/task")
+        pids: set[int] = set()
+        for task in tasks:
+            with open(f"/proc/{process.pid}/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+    except FileNotFoundError as e:  # gone, or a kernel without the children files
+        if not os.path.exists(f"/proc/{process.pid}"):
+            raise psutil.NoSuchProcess(process.pid) from e
+        return process.children()
+    except (OSError, ValueError):
+        return process.children()
+    found = []
+    for pid in sorted(pids):
+        with contextlib.suppress(psutil.Error):
+            child = psutil.Process(pid)
+            if child.ppid() == process.pid:  # (not a pid reused since the file was read)
+                found.append(child)
+    return found
 
 
 _kill_lock = threading.Lock()
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, stop_root: bool = True) -> None:
     """Kill a worker and every process it started: its tree, and on POSIX its process group too.
 
     One at a time (the memory watch and the host may both kill a worker): a process killed by the
-    other before its children were listed would leave them to init, out of reach."""
+    other before its children were listed would leave them to init, out of reach. `stop_root`: False
+    for a launcher, which must never be left stopped (a grader killed in the middle of this would leave
+    it so, unable to end the worker's tree when it sees the grader gone)."""
     psutil = _psutil()
     with _kill_lock:
-        found = tree(pid)
+        found = tree(pid, stop_root)
         for process in found:
             with contextlib.suppress(psutil.Error):
                 process.kill()
@@ -425,7 +455,7 @@ class _Child:
             with contextlib.suppress(subprocess.TimeoutExpired):  # the launcher is passing on how it ended
                 self.process.wait(2)
         alive = self.process.poll() is None
-        kill_tree(self.pid)  # (if it ended by itself, what it left in its group goes now)
+        kill_tree(self.pid, stop_root=False)  # (if it ended by itself, what it left in its group goes now)
         if self.worker is not None:
             with contextlib.suppress(Exception):
                 if self.worker.is_running():  # compares start times: never another process with a reused pid
