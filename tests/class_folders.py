@@ -164,6 +164,28 @@ def own_file_names(root: Path) -> Expected:
                      "caf\ufffd": 0.0})
 
 
+def any_bytes_in_names(root: Path) -> Expected:
+    """Names of any bytes, inside submissions and as submissions: not UTF-8, control characters, the
+    longest a file system takes. (Once a note naming one stopped every writer, and the run, for good.)"""
+    top = os.fsencode(root)
+    for name, where in (("alice", b"notes-\xff\xfe.txt"), ("bob", b"\x1b[31mred\x07\n.txt"),
+                        ("carol", b"L" * 250 + b".txt")):
+        student(root / name, "reference")
+        write(Path(os.fsdecode(os.fsencode(root / name) + b"/" + where)), "x")
+    for attempt in (b"try\xe91", b"try\xe92\x1b"):  # two sets, a note names both folders
+        write(Path(os.fsdecode(top + b"/dan/" + attempt + b"/tensors.py")), REFERENCE)
+    # messages and output of the student's that hold such a name (as os.fsdecode gives it: lone surrogates)
+    erin = student(root / "erin", "reference")
+    (erin / "tensors.py").write_text(REFERENCE + "\n\ndef one_hot(*args, **kwargs):\n    import os, sys\n"
+                                     "    print(os.fsdecode(b'pr\\xe9nt\\x1b'), file=sys.stderr)\n"
+                                     "    raise ValueError(os.fsdecode(b'\\xe9t\\xe9.txt'))\n")
+    for folder in (b"fr\xe9d\x07\n", b"Z" * 255, b"g\xc3\x28" + b"\xe2\x80\xae" + b"gnirts"):
+        student(Path(os.fsdecode(top + b"/" + folder)), "reference")
+    return Expected({"alice": FULL_MARKS, "bob": FULL_MARKS, "carol": FULL_MARKS, "dan": FULL_MARKS, "erin": 2.0,
+                     "fr\ufffdd__": FULL_MARKS, "Z" * 150: FULL_MARKS, "g\ufffd(\u202egnirts": FULL_MARKS},
+                    outputs={"dan": ["try\ufffd1/", "Graded try\ufffd2\\x1b/"], "erin": ["ValueError: \ufffdt\ufffd.txt"]})
+
+
 def links(root: Path) -> Expected:
     (root).mkdir(parents=True, exist_ok=True)
     os.symlink(ROOT / "reference", root / "mallory")  # a class entry that is a link to the reference
@@ -189,7 +211,7 @@ def links(root: Path) -> Expected:
 
 LAYOUTS: dict[str, Callable[[Path], Expected]] = {
     f.__name__: f for f in (plain, nested_folders, github_classroom, moodle_folders, moodle_flat, canvas,
-                            zips_inside, two_sets, stray_files, colliding_names, own_file_names, links)
+                            zips_inside, two_sets, stray_files, colliding_names, own_file_names, any_bytes_in_names, links)
 }
 
 

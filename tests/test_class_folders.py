@@ -262,3 +262,58 @@ def test_an_output_folder_inside_a_single_submission_is_not_part_of_it(course, t
     assert first.exit_code == 0 and "hw1-alice: 5 / 5" in first.output, first.output
     second = CliRunner().invoke(main, args)  # its results are no new version of the student's work
     assert second.exit_code == 0 and "graded 0, skipped 1 already graded" in second.output, second.output
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_any_bytes_in_any_name_never_stop_a_class(course, tmp_path, jobs):
+    """`torchgrade grade` on a class whose names are not UTF-8, hold control characters or are as long as
+    a name can be (inside submissions, as submissions): every student graded, every file torchgrade
+    writes is UTF-8 and parses, and a re-run finds everything graded (once, such a name stopped the run
+    at the first writer and every re-run at the same place)."""
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    cls = tmp_path / "class"
+    cls.mkdir()
+    expected = LAYOUTS["any_bytes_in_names"](cls)
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "torchgrade.cli", "grade", str(cls), "--out", str(out), "-j", str(jobs),
+            "--device", "cpu", "--assignment", str(course.path)]
+    first = subprocess.run(args, capture_output=True, timeout=600, check=False)
+    assert first.returncode == 0, first.stderr.decode(errors="replace")[-3000:]
+    assert b"\x1b" not in first.stdout + first.stderr  # no name of a student's drives the terminal
+    for name, score in expected.scores.items():
+        assert json.loads((out / name / "results.json").read_bytes().decode("utf-8"))["score"] == score, name
+        (out / name / "report.html").read_bytes().decode("utf-8")
+    (out / "index.html").read_bytes().decode("utf-8")
+    assert len((out / "grades.csv").read_bytes().decode("utf-8").splitlines()) == len(expected.scores) + 1
+    assert len(ET.fromstring((out / "junit.xml").read_bytes()).findall("testsuite")) == len(expected.scores)
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_bytes().decode("utf-8").splitlines()]
+    assert sorted(r["name"] for r in ledger) == sorted(expected.scores)
+
+    again = subprocess.run(args, capture_output=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr.decode(errors="replace")[-3000:]
+    assert f"graded 0, skipped {len(expected.scores)} already graded".encode() in again.stdout, again.stdout[-2000:]
+
+
+def test_a_grade_that_cannot_be_written_is_that_students_error_rows_and_the_class_goes_on(course, tmp_path,
+                                                                                        monkeypatch):
+    import torchgrade.batch as batch
+
+    cls = tmp_path / "class"
+    for name in ("alice", "bob", "carol"):
+        student(cls / name, "reference")
+    real = batch.write_results
+
+    def fussy(grade, assignment, path):
+        if grade.submission == "bob" and any(t.status == "passed" for t in grade.tests):
+            raise ValueError("a value no writer takes")
+        return real(grade, assignment, path)
+
+    monkeypatch.setattr(batch, "write_results", fussy)
+    out = tmp_path / "out"
+    result = grade_class(discover([cls], ("tensors",), out), course, out, device="cpu")
+    assert {g.submission: g.score for g in result.grades} == {"alice": FULL_MARKS, "bob": 0.0, "carol": FULL_MARKS}
+    assert "the results could not be written (ValueError: a value no writer takes)" in grade_text(out, "bob")
+    assert result.crashed == ["bob"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import levels
 import psutil
 import pytest
 from click.testing import CliRunner
@@ -24,6 +26,7 @@ from torchgrade import batch
 from torchgrade.cli import PROCESS_WARNING, main
 from torchgrade.config import load_assignment
 from torchgrade.ledger import Ledger, Record, parse_record
+from torchgrade.sandbox import isolation
 
 from tiny_course import FULL_MARKS, ROOT, copy_class, make_course, slow_one_hot, student
 
@@ -326,6 +329,98 @@ def test_every_process_the_grader_started_dies_with_it_and_the_rerun_grades_each
     rerun = CliRunner().invoke(main, grade_args(course, cls, out))
     assert rerun.exit_code == 0, rerun.output
     assert_each_graded_once(out, names)
+
+
+#: A submission whose one_hot starts 60 processes that leave its session, renamed {mark}, then waits.
+FORK_AND_WAIT = """
+    import ctypes as _ctypes, os as _os, time as _time
+
+    def one_hot(*args, **kwargs):
+        for _ in range(60):
+            try:
+                pid = _os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                try:
+                    _os.setsid()
+                    _ctypes.CDLL(None).prctl(15, b"{mark}", 0, 0, 0)
+                    _time.sleep(600)
+                finally:
+                    _os._exit(0)
+        _time.sleep(600)
+"""
+
+
+def _marked(mark: str) -> list[int]:
+    """Live processes whose name (/proc/PID/comm) is `mark`."""
+    found = []
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] == mark and _living(process):
+            found.append(process.pid)
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("level", isolation.LEVELS)
+def test_a_killed_grader_takes_its_sandbox_and_all_a_submission_started_with_it(course, tmp_path, level, sig):
+    """The grader ended by a signal it cannot clean up after (a CI job's `timeout`, the OOM killer): its
+    sandbox and every process the submission started die with it, at every level. (At level process the
+    launcher, its worker and 160 processes of a submission once lived on for 77 minutes, re-parented to init.)"""
+    simulate = level == levels.LEVEL and level not in _levels_here()  # (see tests/levels.py)
+    if level not in _levels_here() and not simulate:
+        pytest.skip(f"this machine has no isolation {level}")
+    mark = "tgk" + os.urandom(6).hex()
+    student(tmp_path / "class" / "mallory", extra=FORK_AND_WAIT.replace("{mark}", mark))
+    command = [sys.executable, "-c", (levels.IN_CHILD if simulate else "") + "from torchgrade.cli import main; main()",
+               *grade_args(course, tmp_path / "class", tmp_path / "out", "-j", "1")]
+    tests = str(Path(__file__).parent)
+    grader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, isolation.ENV_VAR: level,
+                                   "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])})
+    try:
+        deadline = time.monotonic() + 180
+        while len(_marked(mark)) < 60:
+            assert grader.poll() is None, grader.communicate()[1].decode()[-3000:]
+            assert time.monotonic() < deadline, "the submission's processes did not start in three minutes"
+            time.sleep(0.1)
+        descendants = psutil.Process(grader.pid).children(recursive=True)
+        assert len(descendants) > 1
+        os.kill(grader.pid, sig)
+        killed_at = time.monotonic()
+        alive = [*descendants, *_processes(_marked(mark))]
+        while alive and time.monotonic() - killed_at < 5.0:
+            alive = [p for p in alive if _living(p)]
+            time.sleep(0.05)
+        assert not alive, [(p.pid, _command(p)[:120]) for p in alive]
+    finally:
+        grader.kill()
+        grader.communicate()
+        for pid in _marked(mark):  # (what a failure left)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _processes(pids: list[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):  # (gone since it was listed)
+            found.append(psutil.Process(pid))
+    return found
+
+
+@functools.cache
+def _levels_here() -> tuple[str, ...]:
+    from torchgrade.sandbox import host
+
+    found = []
+    for level in isolation.LEVELS:
+        try:
+            host.choose_level(level)
+        except host.IsolationError:
+            continue
+        found.append(level)
+    return tuple(found)
 
 
 def test_ctrl_c_twice_ends_the_run_with_one_message_and_no_traceback(course, tmp_path):

@@ -21,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+import levels
 import pytest
 import yaml
 from conftest import ROOT, make_submission, points_by_target
@@ -30,7 +31,7 @@ from torchgrade.config import load_assignment
 from torchgrade.grading import grade_submission
 from torchgrade.report import render_report
 from torchgrade.results import results_document
-from torchgrade.sandbox import host, isolation
+from torchgrade.sandbox import host, ipc, isolation, portable
 from torchgrade.sandbox.host import Sandbox, isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
@@ -186,6 +187,14 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     while survivors(arena.mark) and time.monotonic() < deadline:  # SIGKILLed, maybe not yet reaped
         time.sleep(0.05)
     assert survivors(arena.mark) == []
+    assert ipc_leftovers(arena) == []
+
+
+def ipc_leftovers(arena: Arena) -> list:
+    """What the shared_memory attack's keys name in the host's System V IPC, and its file in /dev/shm."""
+    key = int(arena.nonce[:7], 16)
+    found: list = [o for o in ipc.objects() if key <= o.key <= key + 3]
+    return found + [p for p in (f"/dev/shm/{arena.mark}",) if os.path.exists(p)]
 
 
 @functools.cache
@@ -312,3 +321,79 @@ def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, 
     assert strays(arena.nonce, ROOT, arena.private) == []
     assert not [p for p in os.listdir(arena.out) if arena.nonce in p]
     assert survivors(arena.mark) == []
+
+
+@pytest.fixture
+def level_here(request, monkeypatch):
+    """The level a test asks for (indirect parameter). unprivileged-user, where its user cannot start
+    here (a Python the sandbox user cannot read), is simulated: its zygote without bubblewrap and without
+    the user switch (what the level adds to that is tested where the level exists)."""
+    level = request.param
+    simulated = level == "unprivileged-user" and level not in available_levels()
+    if simulated:
+        monkeypatch.setattr(isolation, "plans", levels.simulated_plans(isolation.plans))
+    elif level not in available_levels():
+        pytest.skip(f"this machine has no isolation {level}")
+    yield level
+    if simulated:  # no other test may take this zygote for the real level
+        with host._zygote_lock:
+            zygote = host._zygotes.pop(level, None)
+            host._chosen.pop(level, None)
+        if zygote is not None:
+            zygote.close()
+
+
+def _two_copies(level: str, arena: Arena, fast, tmp_path: Path, monkeypatch) -> list:
+    """Grade two copies of the shared_memory attack, one after the other, in one grader (one sandbox)."""
+    monkeypatch.setenv(isolation.ENV_VAR, level)
+    attack = next(a for a in ATTACKS if a.name == "shared_memory")
+    grades = []
+    for copy in ("first", "second"):
+        folder = hostile_submission(attack, arena, tmp_path / copy)
+        grades.append(grade_submission(folder, fast, device="cpu", only=attack.only))
+    return [split(g, attack) for g in grades]
+
+
+@pytest.mark.parametrize("level_here", LEVELS, indirect=True)
+def test_what_a_submission_leaves_in_shared_memory_is_gone_before_the_next(level_here, fast, arena, tmp_path,
+                                                                         monkeypatch):
+    """A System V segment, semaphore set and message queue, and a file in /dev/shm, planted by one
+    submission: the next submission graded by the same grader finds none of them, and none is left on
+    the host after the run (nor the 1 GiB segment)."""
+    try:
+        for hit, others in _two_copies(level_here, arena, fast, tmp_path, monkeypatch):
+            assert hit and all(score == 0 < maximum for score, maximum in hit.values()), hit
+            assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+        assert ipc_leftovers(arena) == []
+    finally:
+        _remove_leftovers(arena)
+
+
+def test_without_the_ipc_defences_shared_memory_carries_a_message_to_the_next_submission(fast, arena, tmp_path,
+                                                                                        monkeypatch):
+    """The attack is real: at level process, with neither the worker's IPC namespace nor the removal of
+    what a submission left, the second copy finds the first one's message and gets gather's points."""
+    monkeypatch.setattr(portable, "OWN_IPC", False)
+    monkeypatch.setattr(ipc.Leftovers, "remove", lambda self: 0)
+    if "process" in host._zygotes:  # a spare started before the patch has the namespace
+        with host._zygote_lock:
+            host._zygotes.pop("process").close()
+    try:
+        (first, _), (second, _) = _two_copies("process", arena, fast, tmp_path, monkeypatch)
+        assert all(score == 0 for score, _ in first.values()), first
+        assert second and all(score == maximum > 0 for score, maximum in second.values()), second
+        assert ipc_leftovers(arena)
+    finally:
+        _remove_leftovers(arena)
+        with host._zygote_lock:  # its spare has no namespace: no later test gets it
+            zygote = host._zygotes.pop("process", None)
+        if zygote is not None:
+            zygote.close()
+
+
+def _remove_leftovers(arena: Arena) -> None:
+    for found in ipc_leftovers(arena):
+        if isinstance(found, str):
+            os.unlink(found)
+        else:
+            ipc.remove(found)

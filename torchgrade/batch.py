@@ -24,6 +24,7 @@ from .config import Assignment, load_assignment
 from .exports import grades_csv, junit_xml, load_grade
 from .grading import GradingError
 from .ledger import Ledger, Record, grader_key
+from .printable import shown
 from .report import write_report
 from .results import INSTRUCTOR_FOLDER, write_atomic, write_results
 from .scoring import CheckResult, Grade, assign_points
@@ -332,7 +333,14 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
             else:
                 grade = error_grade(s.name, assignment, GRADER_FAILED.format(why=outcome.why))
                 result.crashed.append(s.name)
-            write_outputs(grade, assignment, out)
+            try:
+                write_outputs(grade, assignment, out)
+            except (ValueError, TypeError, RecursionError) as e:  # (OSError: --out itself; OutputError says so)
+                # What this student's grade holds cannot be written: their error rows, and the class goes on.
+                grade = error_grade(s.name, assignment, GRADER_FAILED.format(
+                    why=f"the results could not be written ({type(e).__name__}: {shown(str(e))[:300]})"))
+                result.crashed.append(s.name)
+                write_outputs(grade, assignment, out)
             record = _record(s.name, hashes[s.name], key, grade)
             with writing(out):
                 ledger.append(record)

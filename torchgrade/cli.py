@@ -269,8 +269,9 @@ class ShardType(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-class _Terminated(Exception):
-    """The run was sent SIGTERM."""
+class _Terminated(KeyboardInterrupt):
+    """The run was sent SIGTERM (a KeyboardInterrupt: what runs a check lets it through, as it does Ctrl-C;
+    an Exception was taken for that check's failure, and the run graded on)."""
 
 
 def _terminated(signum, frame) -> None:

@@ -24,6 +24,7 @@ from typing import Iterable
 
 from . import __version__
 from .config import Assignment
+from .printable import utf8
 
 LEDGER_NAME = "ledger.jsonl"
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
@@ -138,7 +139,7 @@ class Ledger:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":
                     f.write(b"\n")  # end a line torn by a kill, so this record starts on its own
-            f.write(line.encode("utf-8"))
+            f.write(utf8(line))
             f.flush()
             os.fsync(f.fileno())
 

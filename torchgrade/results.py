@@ -25,6 +25,7 @@ from typing import Any
 
 from . import __version__
 from .config import Assignment
+from .printable import utf8
 from .scoring import CheckResult, Grade
 
 #: DIR/<submission>/INSTRUCTOR_FOLDER holds the instructor's copy (results.json, report.html): a folder
@@ -145,8 +146,8 @@ def write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; pages are served by web servers running as others
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(utf8(text))  # a name of bytes that are not UTF-8 that reached the text stops nothing
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from .printable import shown
+
 #: Limits on what one submission may stage (a zip bomb or a huge repository is that student's problem only).
 MAX_UNPACKED_BYTES = 50 * 1024**2
 MAX_MEMBERS = 2000
@@ -219,7 +221,7 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
             continue
         real = os.path.realpath(p)
         if real == out_real:  # one that only holds --out is graded, without it (see _collect)
-            notes.append(f"{p}: skipped, it is the output folder --out")
+            notes.append(f"{shown(p)}: skipped, it is the output folder --out")
             continue
         if p.is_symlink():
             entries.append((_student_name(p.name), Submission("", p, refused=(
@@ -227,7 +229,7 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
             continue
         if p.is_dir():
             if _is_output(str(p)):
-                notes.append(f"{p}: skipped, it is an output folder of torchgrade "
+                notes.append(f"{shown(p)}: skipped, it is an output folder of torchgrade "
                              f"(it holds ledger.jsonl or .torchgrade.lock)")
                 continue
             moodle = _MOODLE.match(p.name)
@@ -255,8 +257,8 @@ def _class_entries(folder: Path, exercises: tuple[str, ...], out_real: str | Non
         else:
             stray.append(p.name)
     if stray:
-        notes.append(f"{folder}: not submissions, ignored (a class folder holds a folder or a .zip per student): "
-                     + ", ".join(stray))
+        notes.append(f"{shown(folder)}: not submissions, ignored (a class folder holds a folder or a .zip per student): "
+                     + ", ".join(map(shown, stray)))
     prefix = _classroom_prefix([r.name for r in repos])
     entries.extend((r.name[len(prefix):], Submission("", r)) for r in repos)
     for student, files in loose.items():
@@ -325,7 +327,7 @@ def _collect(root: Path, notes: list[str]) -> list[tuple[str, Path]]:
             if e.is_symlink():
                 target = os.path.realpath(path)
                 if not inside(target) or not os.path.exists(target):
-                    notes.append(f"{name} is a link that leads out of the submission: not graded "
+                    notes.append(f"{shown(name)} is a link that leads out of the submission: not graded "
                                  f"(hand in the file itself)")
                     continue
                 path = target
@@ -385,6 +387,12 @@ def content_hash(submission: Submission) -> str:
     return "dir:" + digest.hexdigest()
 
 
+def _utf8_name(name: str) -> str:
+    """A member's name as it is staged (and packed: a zip holds UTF-8 names only): bytes that are not
+    UTF-8 become U+FFFD, so that no such name reaches the sandbox or anything written."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def packed(submission: Submission) -> bytes:
     """The submission as zip bytes, to send to a grader on another machine (unpacked by `unpacked`)."""
     if not submission.files and submission.source is not None and submission.source.is_file():
@@ -392,7 +400,7 @@ def packed(submission: Submission) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         for name, path in _members(submission, []):
-            z.write(path, name)
+            z.write(path, _utf8_name(name))
     return buffer.getvalue()
 
 
@@ -452,7 +460,7 @@ def staged(submission: Submission, exercises: tuple[str, ...]) -> Iterator[Stage
                 if not budget.take(size):
                     skipped += 1
                     continue
-                target = root.joinpath(*PurePosixPath(name).parts)
+                target = root.joinpath(*PurePosixPath(_utf8_name(name)).parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
             if skipped:
@@ -501,7 +509,7 @@ def _extract(path: Path, root: Path, budget: _Budget, notes: list[str], label: s
                 if m.is_dir() or m.filename.endswith("\\") or not parts:
                     continue
                 if ".." in parts or parts[0].endswith(":") or m.filename.startswith(("/", "\\")):
-                    notes.append(f"{label}: {m.filename} points outside the zip: not unpacked")
+                    notes.append(f"{shown(label)}: {shown(m.filename)} points outside the zip: not unpacked")
                     continue
                 if m.external_attr >> 28 == 0o12:
                     links += 1
@@ -514,7 +522,7 @@ def _extract(path: Path, root: Path, budget: _Budget, notes: list[str], label: s
                 with z.open(m) as src, open(target, "wb") as dst:
                     shutil.copyfileobj(src, dst)
             if links:
-                notes.append(f"{label}: {links} link(s) inside the zip, not unpacked (hand in the files themselves)")
+                notes.append(f"{shown(label)}: {links} link(s) inside the zip, not unpacked (hand in the files themselves)")
     except SubmissionUnreadable:
         raise
     except (zipfile.BadZipFile, EOFError, zlib.error, ValueError) as e:
@@ -552,7 +560,7 @@ def _choose(root: Path, exercises: tuple[str, ...], notes: list[str]) -> Path:
     if len(candidates) > 1:
         def label(folder: Path) -> str:
             rel = folder.relative_to(root).as_posix()
-            return "the top folder" if rel == "." else f"{rel.replace('.unzipped', '.zip')}/"
+            return "the top folder" if rel == "." else f"{shown(rel.replace('.unzipped', '.zip'))}/"
 
         listed = "; ".join(f"{label(f)} ({', '.join(files)})" for f, files in candidates)
         notes.append(f"{len(candidates)} sets of exercise files were handed in: {listed}. Graded {label(chosen)} "

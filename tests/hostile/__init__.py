@@ -103,4 +103,6 @@ ATTACKS = (
     Attack("steal_reference", ("tensors.gather",), level="bwrap", works_unisolated=True),
     Attack("read_hidden_checks", ("tensors.gather",), level="bwrap", works_unisolated=True),
     Attack("use_network", ("tensors.gather",), level="bwrap", works_unisolated=True),
+    # Leaving something for the next submission where no folder is: shared memory, semaphores, queues.
+    Attack("shared_memory", ("tensors.gather",)),
 )

@@ -6,6 +6,7 @@ Layout, by side of the boundary:
 - ``isolation.py`` trusted: how strongly sandboxes are isolated (bubblewrap, an unprivileged user,
   or limits only), chosen once per process; see SECURITY.md for what each level guarantees.
 - ``inbox.py``  trusted: the one folder shared with sandboxes, where a submission is staged.
+- ``ipc.py``    both: shared memory, semaphores and message queues a submission leaves, kept from the next.
 - ``exits.py``  both: how a worker or a rank ended, in words.
 - ``wire.py``   both: the frame format (msgpack, tensors as raw storage bytes, plain types only).
 - ``zygote.py`` sandbox: a clean process that imported torch once and forks one worker per student module.

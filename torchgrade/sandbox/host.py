@@ -122,7 +122,8 @@ class Zygote:
         if probes and prefix:  # the course's probes, read-only, and nothing else of the course
             prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
         config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
-                  "clean_all": plan.clean_all, "level_only": level_only,
+                  "clean_all": plan.clean_all, "level_only": level_only, "own_ipc": not plan.prefix,
+                  "shm_bytes": isolation.TMPFS_BYTES,
                   "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
         self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
         self.process = subprocess.Popen(

@@ -55,6 +55,8 @@ KILLED = -9
 KILL_WAIT_S = 5.0
 #: Seconds the child waits between looks at whether the grader still lives.
 PARENT_WATCH_S = 1.0
+#: A worker of a grader running as root moves into an IPC namespace of its own (ipc.own_namespace).
+OWN_IPC = True
 #: The largest frame read from a worker: wire.MAX_FRAME_BYTES, which this side of the pipes cannot import
 #: without importing torch (a process that only starts workers, such as `grade -j N`'s, never does).
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -197,7 +199,7 @@ def _psutil():
     return psutil
 
 
-def tree(pid: int) -> list:
+def tree(pid: int, stop_root: bool = True) -> list:
     """A process and all its descendants (psutil.Process objects), each stopped before its children
     are listed so that none escapes by starting more; [] if it is gone.
 
@@ -213,14 +215,15 @@ def tree(pid: int) -> list:
     while todo and len(found) < 10_000:
         process = todo.pop()
         with contextlib.suppress(psutil.Error):
-            process.suspend()
-            for child in process.children():
+            if stop_root or process is not root:
+                process.suspend()
+            for child in _children(process):
                 if child.pid not in seen:
                     seen.add(child.pid)
                     found.append(child)
                     todo.append(child)
         if not todo:
-            _wait_stopped(found)
+            _wait_stopped(found if stop_root else found[1:])
             todo = [p for p in found if _has_children_besides(p, seen)]
     return found
 
@@ -242,22 +245,51 @@ def _wait_stopped(processes: list, timeout: float = 1.0) -> None:
 def _has_children_besides(process: Any, seen: set[int]) -> bool:
     psutil = _psutil()
     try:
-        return any(child.pid not in seen for child in process.children())
+        return any(child.pid not in seen for child in _children(process))
     except psutil.Error:
         return False
+
+
+def _children(process: Any) -> list:
+    """A process's children. On Linux from /proc/PID/task/*/children: psutil reads every process's stat
+    for each call, and a kill of a fork bomb's tree on a busy machine then took seconds."""
+    psutil = _psutil()
+    if not sys.platform.startswith("linux"):
+        return process.children()
+    try:
+        tasks = os.listdir(f"/proc/{process.pid}/task")
+        pids: set[int] = set()
+        for task in tasks:
+            with open(f"/proc/{process.pid}/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+    except FileNotFoundError as e:  # gone, or a kernel without the children files
+        if not os.path.exists(f"/proc/{process.pid}"):
+            raise psutil.NoSuchProcess(process.pid) from e
+        return process.children()
+    except (OSError, ValueError):
+        return process.children()
+    found = []
+    for pid in sorted(pids):
+        with contextlib.suppress(psutil.Error):
+            child = psutil.Process(pid)
+            if child.ppid() == process.pid:  # (not a pid reused since the file was read)
+                found.append(child)
+    return found
 
 
 _kill_lock = threading.Lock()
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, stop_root: bool = True) -> None:
     """Kill a worker and every process it started: its tree, and on POSIX its process group too.
 
     One at a time (the memory watch and the host may both kill a worker): a process killed by the
-    other before its children were listed would leave them to init, out of reach."""
+    other before its children were listed would leave them to init, out of reach. `stop_root`: False
+    for a launcher, which must never be left stopped (a grader killed in the middle of this would leave
+    it so, unable to end the worker's tree when it sees the grader gone)."""
     psutil = _psutil()
     with _kill_lock:
-        found = tree(pid)
+        found = tree(pid, stop_root)
         for process in found:
             with contextlib.suppress(psutil.Error):
                 process.kill()
@@ -287,11 +319,63 @@ def resident_bytes(pid: int) -> int:
 #: The worker's parent, between it and the grader: a submission that kills its parent process
 #: (os.getppid()) kills this, not the grader; the worker then ends too (its parent watch), and the host
 #: sees a worker that died. It passes on how the worker ended: a signal as that signal.
+#: When the grader dies (SIGTERM, SIGKILL: nothing of it runs to clean up), it kills the worker and all
+#: the worker started, then itself: on Linux it is their subreaper (what the worker leaves comes here, as
+#: the worker's orphans go to the worker), elsewhere what is left in its process group goes. Not
+#: PR_SET_PDEATHSIG: that fires when the grader's *thread* that started it ends, not the grader.
 _LAUNCHER = """
-import os, signal, subprocess, sys
+import os, signal, subprocess, sys, threading, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+grader = int(sys.argv[1])
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+
+def children():
+    me, found = os.getpid(), set()
+    try:
+        for task in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{task}/children") as f:
+                found.update(int(p) for p in f.read().split())
+    except (OSError, ValueError):
+        pass
+    return found
+
+ending = threading.Event()
+
+def end_all():
+    ending.set()  # the main thread, seeing the worker die, must not end this process before the rest go
+    for _ in range(1000):  # each round kills its children; their orphans come here for the next
+        found = children()
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in found:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    os.killpg(os.getpid(), signal.SIGKILL)  # what is left in its group, and itself
+
+def watch():
+    while True:
+        time.sleep(0.25)
+        if os.getppid() != grader:  # re-parented: the grader is gone
+            end_all()
+
+if hasattr(os, "killpg"):
+    threading.Thread(target=watch, daemon=True).start()
 # The pipes, handed on as the child's standard handles (on Windows nothing else is inherited).
-code = subprocess.call(sys.argv[1:], stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
+code = subprocess.call(sys.argv[2:], stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
+while ending.is_set():
+    time.sleep(1)  # end_all ends this process
 if code < 0:
     try:
         import resource
@@ -309,13 +393,14 @@ class _Child:
 
     def __init__(self, plan: Any, env: dict[str, str], probes: str | None):
         self.log = tempfile.TemporaryFile()  # what it printed before its assignment: why it failed, if it did
-        config = json.dumps({"probes": probes})
+        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC})
         # A process group (POSIX) or a console group (Windows) of its own: Ctrl-C is the grader's to handle.
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-S", "-c", _LAUNCHER, sys.executable, "-m", "torchgrade.sandbox.portable", config],
+                [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), sys.executable, "-m",
+                 "torchgrade.sandbox.portable", config],
                 env=env, cwd=plan.inbox,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, **group)
         except (OSError, ValueError) as e:
@@ -370,7 +455,7 @@ class _Child:
             with contextlib.suppress(subprocess.TimeoutExpired):  # the launcher is passing on how it ended
                 self.process.wait(2)
         alive = self.process.poll() is None
-        kill_tree(self.pid)  # (if it ended by itself, what it left in its group goes now)
+        kill_tree(self.pid, stop_root=False)  # (if it ended by itself, what it left in its group goes now)
         if self.worker is not None:
             with contextlib.suppress(Exception):
                 if self.worker.is_running():  # compares start times: never another process with a reused pid
@@ -405,6 +490,8 @@ class Spawner:
         self._lock = threading.Lock()
         self._workers: dict[int, _Child] = {}
         self._stop = threading.Event()
+        #: The host's IPC objects before this submission's first worker (what is new after it is removed).
+        self._leftovers: Any = None
         self._spare = _Child(plan, env, probes)
         why = self._spare.wait_ready(start_timeout)  # proves that a sandbox process can start here at all
         if why:
@@ -421,6 +508,10 @@ class Spawner:
         with self._lock:
             if self.dead:
                 raise ZygoteGone("the sandbox has been closed")
+            if self._leftovers is None:
+                from .ipc import Leftovers
+
+                self._leftovers = Leftovers()
             child, self._spare = self._spare, None
             try:
                 child = child or _Child(self.plan, self._env, self._probes)
@@ -485,8 +576,14 @@ class Spawner:
         return {"ok": True}
 
     def reset(self) -> None:
-        """Between submissions: nothing to do (each worker was killed with its tree when retired, and
-        its folder is the inbox's to remove); the workers of another sandbox in this process stay."""
+        """Between submissions: the shared memory, semaphores and message queues it left in the host's IPC are
+        removed (each worker was killed with its tree when retired, and its folder is the inbox's to remove);
+        the workers of another sandbox in this process stay."""
+        with self._lock:
+            if self._workers or self._leftovers is None:  # another submission's workers still run here
+                return
+            leftovers, self._leftovers = self._leftovers, None
+        leftovers.remove()
 
     def forget(self) -> None:
         """In a forked child of the grader: these processes are the parent's."""
@@ -502,6 +599,8 @@ class Spawner:
                 child.kill()
         self._workers.clear()
         self._spare = None
+        if self._leftovers is not None:
+            self._leftovers.remove()
 
 
 # --- the sandbox side ----------------------------------------------------------------------------
@@ -515,7 +614,10 @@ def _binary(fd: int) -> int:
 
 
 def _die_with_parent() -> None:
-    """End this process when its parent (the launcher) is gone (no PR_SET_PDEATHSIG outside Linux)."""
+    """End this process, and all it started, when its parent (the launcher) is gone (no PR_SET_PDEATHSIG
+    outside Linux)."""
+    from .zygote import kill_others  # (imported now: nothing of the student's has run yet)
+
     try:
         import psutil
 
@@ -527,10 +629,18 @@ def _die_with_parent() -> None:
         while True:
             time.sleep(PARENT_WATCH_S)
             try:  # is_running compares start times (a reused pid is not its parent); a zombie is dead too
-                if not parent.is_running() or parent.status() == psutil.STATUS_ZOMBIE:
-                    os._exit(75)
+                gone = not parent.is_running() or parent.status() == psutil.STATUS_ZOMBIE
             except Exception:
-                os._exit(75)
+                gone = True
+            if gone:
+                _end_all()
+
+    def _end_all() -> None:
+        with contextlib.suppress(Exception):  # what it started (its orphans come back to it: _adopt_orphans)
+            kill_others(set())
+        with contextlib.suppress(Exception):  # what is left in its group
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os._exit(75)
 
     threading.Thread(target=watch, name="torchgrade-parent-watch", daemon=True).start()
 
@@ -600,6 +710,10 @@ def main(argv: list[str]) -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
     environment = dict(os.environ)
     config = json.loads(argv[1]) if len(argv) > 1 else {}
+    if config.get("own_ipc") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        from . import ipc
+
+        ipc.own_namespace()  # what the submission makes in shared memory goes with its last process
     _die_with_parent()  # first: importing torch takes seconds, longer on a loaded machine
 
     from .warmup import prepare

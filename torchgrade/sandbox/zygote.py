@@ -17,10 +17,12 @@ Protocol on the control socket (SOCK_SEQPACKET, one JSON message per packet):
   {"op": "pause" | "resume", "pid": N} -> stops or continues N and all it started
       -> {"ok": bool, "processes": how many it started that are alive, "threads": N's own}
   (reap, pause and resume refuse any pid that is not one of its workers)
-  {"op": "reset"} -> kills every process left, empties the private temporary folders -> {"ok": true}
+  {"op": "reset"} -> kills every process left, empties the private temporary folders, removes the System V
+      IPC objects the sandbox user made -> {"ok": true}
 
 The zygote's own configuration (argv[2], JSON): {"user": [uid, gid] or null, "clean": [folders],
-"clean_all": bool} from ``isolation.Plan``, and "probes": the course's probes folder or null.
+"clean_all": bool} from ``isolation.Plan``, "own_ipc": whether to make an IPC namespace of its own (without
+bubblewrap), and "probes": the course's probes folder or null.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import shutil
 import signal
 import socket
 import sys
+
+from torchgrade.sandbox import ipc
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -125,6 +129,21 @@ def clean(folders: list[str], uid: int | None, everything: bool) -> None:
                     os.unlink(entry.path)
 
 
+def clean_ipc(user: tuple[int, int] | None) -> None:
+    """Remove the System V IPC objects the sandbox user made (every one, in a namespace of the zygote's own):
+    as that user, in a child (the zygote may not remove another user's objects)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if user is not None:
+                become(user)
+            ipc.remove_owned(os.geteuid())
+        finally:
+            os._exit(0)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
 def check_user(user: tuple[int, int] | None) -> str:
     """Whether a worker that switched to `user` can still read Python, torch and graders ('' if so)."""
     if user is None:
@@ -173,6 +192,11 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     """
     with contextlib.suppress(Exception):  # without it, orphans go to init and are killed by pid namespace only
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if config.get("own_ipc"):  # (bubblewrap made them): what workers share is not the host's, nor another grader's
+        ipc.own_namespace()
+        if ipc.private_posix_shm(int(config.get("shm_bytes") or 0) or 256 * 1024**2):
+            config = {**config, "clean": [f for f in config.get("clean", []) if f != ipc.POSIX_SHM]}
+            config["clean_private"] = [ipc.POSIX_SHM]
     user = tuple(config["user"]) if config.get("user") else None
     if config.get("level_only"):  # a grader that only learns the level: the sandbox and its user work
         why = check_user(user)
@@ -245,6 +269,8 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
                 kill_others(workers)
                 if not workers:  # no other submission is being graded by this zygote right now
                     clean(config.get("clean", []), user[0] if user else None, bool(config.get("clean_all")))
+                    clean(config.get("clean_private", []), None, True)
+                    clean_ipc(user)
                 reply = {"ok": True}
             else:
                 reply = {"error": f"unknown op {op!r}"}
@@ -257,6 +283,8 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     finally:
         kill_others(set())
         clean(config.get("clean", []), user[0] if user else None, bool(config.get("clean_all")))
+        clean(config.get("clean_private", []), None, True)
+        clean_ipc(user)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
+from ...printable import valid
 from .. import standin
 
 PROBES: dict[str, Callable[..., Any]] = {}
@@ -151,8 +152,8 @@ def raised(error: BaseException) -> dict:
     return {
         "__raised__": type(error).__name__,
         "mro": [k.__name__ for k in type(error).__mro__],
-        "message": message[:2000],
-        "traceback": own_frames(error),
+        "message": valid(message[:2000]),  # a name of bytes that are not UTF-8 is still a message
+        "traceback": valid(own_frames(error)),
     }
 
 

@@ -1,0 +1,156 @@
+"""Shared memory, semaphores and message queues a submission leaves behind: kept from the next one, removed.
+
+System V IPC objects (``shmget``, ``semget``, ``msgget``, reachable with ctypes) outlive the process
+that made them: a submission could leave a segment for the next submission to read, or gigabytes of
+it on the host. POSIX shared memory and semaphores are files in /dev/shm, emptied with the private
+temporary folders (zygote.clean) or, at level process, by ``Leftovers``.
+
+- ``own_namespace``: an IPC namespace of its own (Linux, with CAP_SYS_ADMIN: the zygote without
+  bubblewrap and the portable worker when the grader is root; bubblewrap makes one with
+  --unshare-ipc). What its processes make is invisible outside it and goes with its last process.
+  ``private_posix_shm``: likewise a /dev/shm of its own for the zygote without bubblewrap (bubblewrap
+  mounts a private one), emptied whole between submissions.
+- ``remove_owned``: at the zygote's reset, every object the sandbox user made (all of them in its
+  namespace): nothing one submission made is there for the next.
+- ``Leftovers``: at level process (no user, maybe no namespace of its own), what appeared while a
+  submission was graded, made by the grader's user and not by the grader itself, is removed after it.
+
+Linux lists the objects in /proc/sysvipc; elsewhere (macOS) nothing is listed, so nothing is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import stat
+import sys
+from dataclasses import dataclass
+
+KINDS = ("shm", "sem", "msg")
+IPC_RMID = 0
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+#: Where POSIX shared memory and named semaphores live (Linux).
+POSIX_SHM = "/dev/shm"
+
+
+@dataclass(frozen=True)
+class Object:
+    """One System V IPC object: its kind, id, key, owner and creator (uids), and creating process (shm only)."""
+
+    kind: str
+    id: int
+    key: int
+    uid: int
+    cuid: int
+    cpid: int = 0
+
+
+def objects() -> list[Object]:
+    """The System V IPC objects of this process's IPC namespace ([] where /proc/sysvipc is missing)."""
+    found = []
+    for kind in KINDS:
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                header, *rows = f.read().splitlines()
+        except (OSError, ValueError):
+            continue
+        names = header.split()
+        for row in rows:
+            fields = dict(zip(names, row.split()))
+            with contextlib.suppress(KeyError, ValueError):
+                found.append(Object(kind, int(fields["shmid" if kind == "shm" else "semid" if kind == "sem"
+                                                       else "msqid"]), int(fields["key"]), int(fields["uid"]),
+                                    int(fields["cuid"]), int(fields.get("cpid", 0))))
+    return found
+
+
+def _libc():
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def remove(obj: Object) -> bool:
+    """Remove one object (IPC_RMID: a segment still attached goes when its last process detaches)."""
+    libc = _libc()
+    if obj.kind == "shm":
+        done = libc.shmctl(obj.id, IPC_RMID, None)
+    elif obj.kind == "sem":
+        done = libc.semctl(obj.id, 0, IPC_RMID)
+    else:
+        done = libc.msgctl(obj.id, IPC_RMID, None)
+    return done == 0
+
+
+def remove_owned(uid: int) -> int:
+    """Remove every object that `uid` owns or made (the caller runs as `uid`, or may remove any); how many."""
+    return sum(remove(o) for o in objects() if uid in (o.uid, o.cuid))
+
+
+def own_namespace() -> bool:
+    """Move this process (and all it starts from now on) into a new IPC namespace; whether it could."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return _libc().unshare(CLONE_NEWIPC) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def private_posix_shm(size_bytes: int) -> bool:
+    """Give this process (and all it starts) a /dev/shm of its own, an empty tmpfs of `size_bytes`, in a
+    mount namespace of its own (Linux, with CAP_SYS_ADMIN); whether it could."""
+    if not sys.platform.startswith("linux") or not os.path.isdir(POSIX_SHM):
+        return False
+    libc = _libc()
+    try:
+        if libc.unshare(CLONE_NEWNS) != 0:
+            return False
+        # (private first: the tmpfs must not appear in the host's mounts through shared propagation)
+        if libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+            return False
+        options = f"size={size_bytes},mode=1777".encode()
+        return libc.mount(b"tmpfs", POSIX_SHM.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class Leftovers:
+    """What a submission graded at level process leaves in the host's IPC: taken note of before it runs,
+    and what is new after it, of the grader's user and not made by the grader, removed.
+
+    Another program of the same user that makes an object while a submission is graded could lose it:
+    this is the level that offers no user of the sandbox's own (SECURITY.md)."""
+
+    def __init__(self) -> None:
+        self.uid = os.geteuid() if hasattr(os, "geteuid") else -1
+        self.before = {(o.kind, o.id, o.key) for o in objects()}
+        self.files = set(_posix_shm())
+
+    def remove(self) -> int:
+        """Remove what appeared since; how many objects and files."""
+        removed = 0
+        for o in objects():
+            if (o.kind, o.id, o.key) not in self.before and self.uid in (o.uid, o.cuid) and o.cpid != os.getpid():
+                removed += remove(o)
+        for name in set(_posix_shm()) - self.files:
+            path = os.path.join(POSIX_SHM, name)
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if info.st_uid == self.uid:
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+                    removed += 1
+        return removed
+
+
+def _posix_shm() -> list[str]:
+    try:
+        return os.listdir(POSIX_SHM)
+    except OSError:
+        return []
