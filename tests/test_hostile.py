@@ -196,7 +196,8 @@ def available_levels() -> tuple[str, ...]:
 #: The attacks that no isolation level is needed for (they target the recorder or the process cap):
 #: also graded at every other level this machine offers.
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
-               "fork_bomb_spills")
+               "fork_bomb_spills", "redispatch", "other_overloads", "other_overloads_conv", "private_aliases",
+               "private_aliases_tensors", "numpy_does_it")
 
 
 @pytest.mark.parametrize("level", LEVELS)

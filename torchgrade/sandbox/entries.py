@@ -73,6 +73,7 @@ class Entries:
         for namespace in BINDINGS:
             self._scan(namespace, public=False)
         self.implementations = implementation_modules()
+        self.copies = copy_variants()
 
     def _scan(self, namespace: str, public: bool) -> None:
         holder = _resolve(namespace)
@@ -80,12 +81,12 @@ class Entries:
             return
         for name in dir(holder):
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings():  # deprecated names warn when touched
                     warnings.simplefilter("ignore")
                     obj = getattr(holder, name)
+                    if isinstance(obj, type(sys)) or not callable(obj):
+                        continue
             except Exception:
-                continue
-            if isinstance(obj, type(sys)) or not callable(obj):
                 continue
             dotted = f"{namespace}.{name}"
             if public and _public(name, obj):
@@ -106,13 +107,16 @@ class Entries:
             overload = f".{func._overloadname}" if packet is not func else ""
             dotted = f"torch.ops.{packet._qualified_op_name.replace('::', '.')}{overload}"
             public = packet._qualified_op_name.startswith("aten::") and op in self.public_names
-            return (dotted,) if public else (dotted, f"{PRIVATE}{dotted}")
+            found = (dotted,) if public else (dotted, f"{PRIVATE}{dotted}")
+            return found + ((f"torch.ops.aten.{self.copies[op]}",) if op in self.copies else ())
         name = getattr(func, "__name__", "")
         if type(func).__name__ == "method-wrapper" or name in ("__get__", "__set__"):
             return ()  # reading or writing an attribute computes nothing
         key = id(func)
         if key in self.public:
             found = [self.public[key]]
+            if name in self.copies:  # `view_copy` is `view`, then a copy
+                found.append(f"torch.ops.aten.{self.copies[name]}")
             if name in CONVERTERS and any(type(a).__module__.split(".")[0] in ("numpy", "cupy", "jax") for a in args[:1]):
                 found.append(f"{BRIDGE}torch.{name}(array)")
             elif name in BRIDGES:
@@ -150,6 +154,23 @@ def implementation_modules() -> tuple[str, ...]:
     modules = {m for m in modules if m and m.startswith("torch.") and m != "torch._ops.aten" and not m.startswith("torch._ops")}
     modules |= {"torch._prims", "torch._prims_common", "torch._numpy"}  # what the references are written in
     return tuple(sorted(modules))
+
+
+def copy_variants() -> dict[str, str]:
+    """{`view_copy`: `view`, `expand_copy`: `expand`, ...}: the operators torch tags as copying variants of a
+    view operator (``torch.Tag.view_copy``), which compute what the view does."""
+    found = {}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, name = qualified.partition("::")
+        op, _, overload = name.partition(".")
+        if namespace != "aten" or not op.endswith("_copy") or op in found:
+            continue
+        try:
+            if torch.Tag.view_copy in getattr(getattr(torch.ops.aten, op), overload or "default").tags:
+                found[op] = op[: -len("_copy")]
+        except (AttributeError, RuntimeError):
+            continue
+    return found
 
 
 @functools.cache
