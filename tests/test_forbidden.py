@@ -1,5 +1,6 @@
 """Forbidden calls: the static scan follows aliases and helpers; run-time names count only from student files."""
 
+import fnmatch
 import textwrap
 
 import pytest
@@ -299,3 +300,186 @@ def test_the_dispatcher_is_watched_for_targets_with_forbidden_calls_only(tmp_pat
         sandbox.close()
     assert watched["calls"].get("view") == DISPATCHER, watched["calls"]
     assert "view" not in plain["calls"], plain["calls"]
+
+
+# --- forbidden means the operation, not its spelling ----------------------------------------------------
+
+SPELLINGS = {
+    # an overload other than .default, through torch.ops
+    "gather.out": ("gather", "torch.ops.aten.gather.out(x.detach(), 1, idx, out=torch.empty(2, 3))"),
+    "scatter_.src": ("scatter_", "torch.ops.aten.scatter_.src(torch.zeros(2, 3), 1, idx, x.detach())"),
+    "conv2d.padding": ("conv2d", "torch.ops.aten.conv2d.padding(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2), "
+                                 "None, [1, 1], 'valid')"),
+    # direct entries into a kernel, which neither the mode nor the profiler sees
+    "redispatch": ("gather", "torch.ops.aten.gather.default.redispatch(CPU, x, 1, idx)"),
+    "redispatch_boxed": ("gather", "torch.ops.aten.gather.default._handle.redispatch_boxed(CPU, x, 1, idx)"),
+    "a kernel's call_boxed": ("gather", "torch._C._dispatch_get_computed_kernel_for_dispatch_key('aten::gather', "
+                                        "torch._C.DispatchKey.CPU).call_boxed(CPU, x, 1, idx)"),
+    # private aliases and torch's Python implementations
+    "thnn_conv2d": ("conv2d", "torch._C._nn.thnn_conv2d(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2), [2, 2])"),
+    "mkldnn_convolution": ("convolution", "torch.mkldnn_convolution(torch.ones(1, 1, 3, 3), torch.ones(1, 1, 2, 2), "
+                                          "None, [0, 0], [1, 1], [1, 1], 1)"),
+    "_pad_enum": ("pad", "torch._C._nn._pad_enum(torch.ones(2, 2), [1, 1], 0, 0.0)"),
+    "torch._refs.view": ("view", "torch._refs.view(x, 3, 2)"),
+    "torch.ops.prims.view_of": ("view", "torch.ops.prims.view_of(x)"),
+    "_reshape_alias": ("view", "torch.ops.aten._reshape_alias(x, [3, 2], [2, 1])"),
+    # numpy doing the work on the student's tensors
+    "Tensor.numpy": ("view", "np.reshape(x.detach().numpy(), (3, 2))"),
+    "np.asarray": ("gather", "np.take_along_axis(np.asarray(x.detach()), np.asarray(idx), 1)"),
+    "torch.tensor(ndarray)": ("gather", "torch.tensor(np.take_along_axis(np.ones((2, 3)), np.zeros((2, 1), int), 1))"),
+    # dotted names of builtins and of torch's Python code, fetched at run time
+    "a builtin by its dotted name": ("torch.nn.functional.one_hot",
+                                     "getattr(torch.nn.functional, 'one' + '_hot')(torch.tensor([0, 1]), 2)"),
+    "torch.optim by getattr": ("torch.optim.*", "getattr(torch, 'op' + 'tim').SGD([torch.ones(1, requires_grad=True)], "
+                                                "lr=0.1).step()"),
+}
+
+SPELLED = """
+    import numpy as np
+    import torch
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    idx = torch.tensor([[0, 1, 2], [2, 1, 0]])
+    CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+    def f():
+        try:
+            return {call}
+        except RuntimeError:
+            return None
+"""
+
+
+@pytest.fixture(scope="module")
+def guarded():
+    """This process prepared as a sandbox is: the direct entries into kernels refuse while watched."""
+    from torchgrade.sandbox.recorder import guard_kernel_entries
+
+    guard_kernel_entries()
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_forbidden_operation_is_caught_however_it_is_spelled(tmp_path, guarded, spelling):
+    pattern, call = SPELLINGS[spelling]
+    calls = recorded(tmp_path, SPELLED.format(call=call), lambda m: m.f())
+    found = runtime_violations(calls, (pattern,))
+    assert found, calls
+    assert all("forbidden call" in c.message("target") for c in found)
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_the_same_calls_are_allowed_where_nothing_is_forbidden(tmp_path, guarded, spelling):
+    """Private entries and bridges are refused only for targets that forbid something."""
+    calls = recorded(tmp_path, SPELLED.format(call=SPELLINGS[spelling][1]), lambda m: m.f())
+    assert runtime_violations(calls, ()) == []
+
+
+def test_redispatch_works_where_nothing_is_watched(guarded):
+    """The refusal is for a watched request only: a target without forbidden calls (or the grader) may use it."""
+    import torch
+
+    x, idx = torch.arange(6.0).reshape(2, 3), torch.tensor([[2], [0]])
+    cpu = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    assert torch.ops.aten.gather.default.redispatch(cpu, x, 1, idx).tolist() == [[2.0], [3.0]]
+
+
+def test_the_refused_entry_is_named_in_the_message(tmp_path, guarded):
+    calls = recorded(tmp_path, SPELLED.format(call=SPELLINGS["thnn_conv2d"][1]), lambda m: m.f())
+    (found,) = runtime_violations(calls, ("conv2d",))
+    assert "torch._C._nn.thnn_conv2d" in found.message("corr2d") and "private" in found.message("corr2d")
+    calls = recorded(tmp_path, SPELLED.format(call=SPELLINGS["np.asarray"][1]), lambda m: m.f())
+    assert any("numpy" in c.message("gather") and "__array__" in c.name for c in runtime_violations(calls, ("x",)))
+
+
+HONEST = """
+    import torch
+    def f(x):
+        w = torch.nn.Parameter(torch.ones(3))
+        layer = torch.nn.Linear(3, 2)
+        y = layer(x * w).sum() + x.as_strided((3, 2), (1, 3)).sum()
+        assert x.is_contiguous() and not x._base is x
+        y.backward()
+        print(x.tolist(), torch.tensordot(x, x, dims=([1], [1])))
+        return torch.tensor([1.0, 2.0]), torch.as_tensor([3]), x.new_zeros(2)
+"""
+
+
+def test_honest_code_is_not_refused(tmp_path, guarded):
+    """Public, documented torch (modules, parameters, printing, a backward pass, tensors made from lists) is
+    no private entry and no bridge, and names like is_contiguous are not the operation contiguous."""
+    import torch
+
+    calls = recorded(tmp_path, HONEST, lambda m: m.f(torch.ones(2, 3, requires_grad=True)))
+    patterns = ("view", "reshape", "contiguous", "clone", "expand", "scatter", "gather", "conv2d", "pad", "*pool*")
+    assert runtime_violations(calls, patterns) == [], calls
+
+
+def bundled_bare_patterns() -> dict[str, set[str]]:
+    """{target: its bare forbidden patterns} of the bundled course's assignment.yaml."""
+    from conftest import ROOT
+
+    from torchgrade.config import load_assignment
+
+    found = {}
+    for exercise in load_assignment(ROOT / "assignment.yaml").exercises:
+        for target in exercise.targets:
+            bare = {p for p in target.forbidden if "." not in p}
+            if bare:
+                found[target.qualname] = bare
+    return found
+
+
+def test_the_alias_sets_are_complete_for_every_forbidden_name_of_the_bundled_course():
+    """For every bare forbidden name of the course, every spelling torch itself has of a matching operator is
+    caught: each overload of each matching aten operator (by torch.ops), each Python implementation of it in
+    torch's decomposition table and references, each binding of an operator named after it (`thnn_conv2d`,
+    `_pad_enum`) when private or undocumented, and each such operator at the dispatcher."""
+    import torch
+    import torch._decomp
+    import torch._prims.context
+
+    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.entries import BINDINGS, entries
+
+    table = entries()
+    patterns = set().union(*bundled_bare_patterns().values())
+    assert {"gather", "scatter_", "conv2d", "pad", "*pool*", "view"} <= patterns
+    ops = {name.split("::", 1)[1].split(".")[0] for name in torch._C._dispatch_get_all_op_names()
+           if name.startswith("aten::")}
+    implementations = {**{op.name(): f for op, f in torch._decomp.decomposition_table.items()}}
+    checked, public = 0, set()
+    for pattern in sorted(patterns):
+        matching = {op for op in ops if fnmatch.fnmatchcase(op, pattern)}
+        for op in matching:  # every overload, through torch.ops
+            packet = getattr(torch.ops.aten, op)
+            for overload in packet.overloads():
+                names = table.names(getattr(packet, overload), ())
+                assert runtime_violations(dict.fromkeys(names, "student.py:1"), (pattern,)), (pattern, names)
+                checked += 1
+                implementation = implementations.get(f"aten::{op}" + ("" if overload == "default" else f".{overload}"))
+                if callable(implementation) and not isinstance(implementation, torch._ops.OpOverload):
+                    assert implementation.__module__.startswith(table.implementations), implementation
+        named = {op for op in ops if _words_match(op, pattern)}
+        for op in named:  # an operator named after it, seen at the dispatcher
+            assert runtime_violations({op: DISPATCHER}, (pattern,)), (pattern, op)
+        for namespace in BINDINGS:  # a private binding named after it, called by the student
+            holder = eval(namespace, {"torch": torch})
+            for name in dir(holder):
+                if _words_match(name, pattern) and not name.startswith("__"):
+                    names = table.names(getattr(holder, name), ())
+                    if runtime_violations(dict.fromkeys(names, "student.py:1"), (pattern,)):
+                        checked += 1
+                    else:  # allowed only as a documented public operation of its own (view_as_real, is_contiguous)
+                        public.add(name)
+                        assert name in table.public_names, (namespace, name, names)
+                        assert not fnmatch.fnmatchcase(table.copies.get(name, ""), pattern), (namespace, name, names)
+    for function, ref in torch._prims.context.torch_to_refs_map().items():  # torch's references of the course's ops
+        if any(fnmatch.fnmatchcase(getattr(function, "__name__", ""), p) for p in patterns):
+            assert ref.__module__.startswith(table.implementations), ref
+    assert checked > 100
+    assert {"view_copy", "expand_copy", "thnn_conv2d", "_pad_enum"}.isdisjoint(public)
+
+
+def _words_match(name: str, pattern: str) -> bool:
+    words = [w for w in name.split("_") if w]
+    return any(fnmatch.fnmatchcase("_".join(words[i:j]), pattern)
+               for i in range(len(words)) for j in range(i + 1, len(words) + 1))

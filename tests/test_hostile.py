@@ -213,7 +213,8 @@ def available_levels() -> tuple[str, ...]:
 #: The attacks that no isolation level is needed for (they target the recorder or the process cap):
 #: also graded at every other level this machine offers.
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
-               "fork_bomb_spills", "fill_after_watch")
+               "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
+               "private_aliases", "private_aliases_tensors", "numpy_does_it")
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -397,3 +398,20 @@ def _remove_leftovers(arena: Arena) -> None:
             os.unlink(found)
         else:
             ipc.remove(found)
+
+
+def test_a_builtin_forbidden_by_its_dotted_name_is_caught_when_fetched_at_run_time(best_level, arena, tmp_path,
+                                                                                   monkeypatch):
+    """tests/hostile/dotted_builtin.py, with the tiny course's one_hot forbidden as
+    `torch.nn.functional.one_hot` (a C builtin): zero for one_hot, full marks for broadcast_shape."""
+    from tiny_course import make_course, student
+
+    path = make_course(tmp_path / "course")
+    path.write_text(path.read_text().replace("one_hot: 3", "one_hot: {points: 3, forbidden: [torch.nn.functional.one_hot]}"))
+    monkeypatch.setenv(isolation.ENV_VAR, best_level)
+    folder = student(tmp_path / "student", extra=(CORPUS / "dotted_builtin.py").read_text())
+    g = grade_submission(folder, load_assignment(path), device="cpu")
+    points = points_by_target(g)
+    assert points["tensors.one_hot"][0] == 0 < points["tensors.one_hot"][1], points
+    assert points["tensors.broadcast_shape"][0] == points["tensors.broadcast_shape"][1] > 0, points
+    assert any("torch.nn.functional.one_hot" in t.output for t in g.tests if t.target == "one_hot")

@@ -26,6 +26,13 @@ class ForbiddenCall:
     def message(self, target: str) -> str:
         if self.pattern == "*":  # the recorder itself was switched off
             return f"forbidden: {target} may not switch off the grader's call recorder; at {self.where}"
+        if self.pattern == PRIVATE:
+            return (f"forbidden call: {target} may not use torch's private entry points, where calls are forbidden "
+                    f"(here `{self.name}`: what it computes cannot be told from its name), found at {self.where}")
+        if self.pattern == BRIDGE:
+            return (f"forbidden call: {target} may not hand its tensors to numpy or another array library, nor take "
+                    f"arrays from one, where calls are forbidden (here `{self.name}`: what they compute cannot be "
+                    f"watched), found at {self.where}")
         rule = f"`{self.pattern}`" if self.pattern == self.name else f"`{self.pattern}` (here `{self.name}`)"
         return f"forbidden call: {target} may not use {rule}, found at {self.where}"
 
@@ -53,6 +60,43 @@ def _match(name: str, patterns: tuple[str, ...]) -> str | None:
 #: Names the sandbox's recorder uses (torchgrade.sandbox.recorder; kept here, which imports no torch).
 DISPATCHER = "dispatcher"
 TAMPERED = "<recorder switched off>"
+#: Prefixes of recorded names: a private entry point of torch (refused where calls are forbidden: its name
+#: does not say what it computes), and a bridge to another array library (refused: what numpy computes is
+#: not watched). See torchgrade.sandbox.entries.
+PRIVATE = "<private> "
+BRIDGE = "<bridge> "
+
+
+def _operation(name: str) -> tuple[str, str]:
+    """(the operation, the dotted name) of a recorded name: an overload (`gather.out`, `torch.ops.aten.gather.out`)
+    is its operator; a dotted name (`torch.nn.functional.pad`) is its last part."""
+    if name.startswith("torch.ops."):
+        parts = name.split(".")
+        return (parts[3] if len(parts) > 3 else parts[-1]), name
+    if name.startswith("torch."):
+        return name.rsplit(".", 1)[-1], name
+    return name.split(".", 1)[0], name
+
+
+def _tokens_match(name: str, pattern: str) -> bool:
+    """Whether a run of `name`'s words (split at "_") matches `pattern`: torch names the private and
+    backend variants of an operator after it (`thnn_conv2d`, `_slow_conv2d_forward`, `_pad_enum`)."""
+    words = [w for w in name.split("_") if w]
+    return any(fnmatch.fnmatchcase("_".join(words[i:j]), pattern)
+               for i in range(len(words)) for j in range(i + 1, len(words) + 1))
+
+
+def _match_runtime(name: str, where: str, patterns: tuple[str, ...]) -> str | None:
+    operation, dotted = _operation(name)
+    for pattern in patterns:
+        if "." in pattern:
+            if fnmatch.fnmatchcase(dotted, pattern) or fnmatch.fnmatchcase(dotted, pattern + ".*"):
+                return pattern
+        elif fnmatch.fnmatchcase(operation, pattern):
+            return pattern
+        elif where == DISPATCHER and _tokens_match(operation, pattern):  # an operator the mode did not see
+            return pattern
+    return None
 
 
 def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list[ForbiddenCall]:
@@ -68,7 +112,12 @@ def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list
     for name, where in calls.items():
         if not where or not isinstance(where, str) or name == TAMPERED:
             continue  # made by the probe, not the student's code
-        pattern = _match(name.split(".")[0] if name.endswith((".default", ".Tensor")) else name, patterns)
+        if patterns and name.startswith((PRIVATE, BRIDGE)):
+            kind = PRIVATE if name.startswith(PRIVATE) else BRIDGE
+            file, _, line = where.rpartition(":")
+            found.append(ForbiddenCall(name[len(kind):], kind, f"{file} line {line} (seen while it ran)"))
+            continue
+        pattern = _match_runtime(name, where, patterns)
         if pattern and where == DISPATCHER:
             found.append(ForbiddenCall(name, pattern, "run time, at torch's dispatcher (hidden from the call recorder)"))
         elif pattern:

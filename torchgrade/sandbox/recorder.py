@@ -35,7 +35,8 @@ from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
-from ..forbidden import DISPATCHER, TAMPERED
+from ..forbidden import DISPATCHER, PRIVATE, TAMPERED
+from .entries import CONVERTERS, entries
 
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
 _BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler", "torchvision")
@@ -51,6 +52,8 @@ _REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
 #: a call through Python's op dispatch: a window, and each backward or grad the mode sees, is bracketed).
 _Marker = torch._C._profiler._RecordFunctionFast
+#: Modules whose frames stand between a call and its caller (torch's dispatch of __torch_function__, torch.ops).
+_DISPATCHING = frozenset({"torch.overrides", "torch._ops"})
 #: Seen calls that may run autograd's engine, so a student's custom backward: recorded, inside a marker.
 _RUNS_BACKWARD = frozenset({"backward", "grad"})
 
@@ -65,6 +68,13 @@ class CallRecorder(TorchFunctionMode):
         #: The marker name around each call (set while a DispatchWatch is armed), and how many it made.
         self.marker: str | None = None
         self.marked = 0
+        #: The entry points (by identity) and torch's Python frames (by code) already named in `calls`.
+        self._named: set[int] = set()
+
+    def reset(self) -> None:
+        """Forget what was recorded (each request starts afresh)."""
+        self.calls.clear()
+        self._named.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", None) or repr(func)
@@ -72,6 +82,22 @@ class CallRecorder(TorchFunctionMode):
             name = getattr(getattr(func, "__self__", None), "__name__", name)
         if name not in self.calls:
             self.calls[name] = self._student_line()
+        # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
+        # whether it is private, a bridge to numpy, or run from torch's Python code on the student's behalf.
+        caller = sys._getframe(1)
+        own = getattr(getattr(func, "__func__", func), "__code__", None)
+        while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
+            caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
+        if caller is None:
+            pass
+        elif caller.f_code.co_filename.startswith(self.submission):
+            if id(func) not in self._named or name in CONVERTERS:
+                self._named.add(id(func))
+                where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+                for entry in entries().names(func, args):
+                    self.calls.setdefault(entry, where)
+        else:
+            self._through(caller)
         if self.marker is None:
             return func(*args, **(kwargs or {}))
         if name not in _RUNS_BACKWARD:  # torch's own work: this thread records none of its operators
@@ -86,13 +112,36 @@ class CallRecorder(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
 
     def _student_line(self) -> str:
-        frame = sys._getframe(2)
+        return student_line(sys._getframe(2), self.submission)
+
+    def _through(self, frame: Any) -> None:
+        """A call made by torch's Python code: name its frames up to the student's (none: not the student's)."""
+        torch_frames = []
         while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(self.submission):
-                return f"{os.path.basename(filename)}:{frame.f_lineno}"
+            code = frame.f_code
+            if code.co_filename.startswith(self.submission):
+                break
+            if id(code) not in self._named:
+                torch_frames.append((code, frame.f_globals.get("__name__") or ""))
             frame = frame.f_back
-        return ""
+        if frame is None or not torch_frames:
+            return
+        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        table = entries()
+        for code, module in torch_frames:
+            self._named.add(id(code))
+            for entry in table.frame(code, module):
+                self.calls.setdefault(entry, where)
+
+
+def student_line(frame: Any, submission: str) -> str:
+    """`file:line` of the innermost frame of the student's files from `frame` up ("" when none)."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(submission):
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
 
 
 class _Guard:
@@ -125,6 +174,46 @@ def guard_switches() -> None:
             if name is not None and value is _REAL[name]:
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(module, attr, _Guard(name))
+
+
+class _Refused:
+    """Stands in for a direct entry into an operator's kernel, which neither the mode nor the profiler sees
+    (`OpOverload.redispatch`, a handle's `redispatch_boxed`, a kernel's `call_boxed`): while a request of a
+    target with forbidden calls is watched it refuses, and the student's code that tried is recorded."""
+
+    def __init__(self, owner: Any, attribute: str):
+        self.real = getattr(owner, attribute)
+        self.name = f"{getattr(owner, '__name__', owner)}.{attribute}"
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else functools.partial(self, instance)
+
+    def __call__(self, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        watch = _armed
+        if watch is not None:
+            where = student_line(sys._getframe(1), watch.mode.submission) or "torchgrade"
+            watch.mode.calls.setdefault(f"{PRIVATE}torch.ops.{_op_name(instance)} through {self.name}", where)
+            raise RuntimeError(f"{self.name} enters an operator's kernel unseen: it is not available while a "
+                               "target with forbidden calls is checked")
+        return self.real(instance, *args, **kwargs)
+
+
+def _op_name(entry: Any) -> str:
+    with contextlib.suppress(Exception):
+        if isinstance(entry, torch._ops.OpOverload):
+            return f"{entry._name}.{entry._overloadname}".replace("::", ".")
+        handle = entry.op_handle() if hasattr(entry, "op_handle") else entry
+        return handle.schema().name.replace("::", ".")
+    return "?"
+
+
+def guard_kernel_entries() -> None:
+    """Make the direct entries into kernels refuse while watched (before any student code runs)."""
+    for owner, attribute in ((torch._ops.OpOverload, "redispatch"), (torch._C._DispatchOperatorHandle, "redispatch_boxed"),
+                             (getattr(torch._C, "_SafeKernelFunction", None), "call_boxed")):
+        if owner is not None and hasattr(owner, attribute):
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(owner, attribute, _Refused(owner, attribute))
 
 
 @contextlib.contextmanager

@@ -65,12 +65,15 @@ def prepare(probes: str | None) -> str | None:
     with importing():
         from . import worker  # noqa: F401  (imports torch)
         from .probes import ProbeLoadError, load_course
-        from .recorder import guard_switches
+        from .entries import entries
+        from .recorder import guard_kernel_entries, guard_switches
 
         try:
             load_course(probes)
         except ProbeLoadError as e:
             return str(e)[:2000]
         warm_up()
+        entries()  # torch's entry points named once, for every worker forked from here
         guard_switches()
+        guard_kernel_entries()
     return None

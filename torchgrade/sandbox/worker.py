@@ -93,7 +93,7 @@ class Session:
         name = request["target"]
         if not hasattr(self.module, name):
             return wire.encode({"missing": name})
-        self.recorder.calls.clear()
+        self.recorder.reset()
         target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
         try:
             # torch's profiler only where calls are forbidden (the trusted side says so): it doubles a request's cost
