@@ -3,8 +3,9 @@
 Built once per sandbox process (the zygote's warm-up: forked workers share it), from torch itself:
 
 - public: an attribute of torch's public namespaces (``torch``, ``torch.Tensor``,
-  ``torch.nn.functional``, ...) that torch documents (has a docstring): ``torch.mkldnn_convolution``
-  and ``torch.constant_pad_nd`` are reachable but undocumented, hence private;
+  ``torch.nn.functional``, ...) that torch documents (has a docstring, there or under the same name
+  in another public namespace): ``torch.mkldnn_convolution`` and ``torch.constant_pad_nd`` are
+  reachable but undocumented, hence private;
 - private: everything else the recorder's mode sees (``torch._C._nn.thnn_conv2d``, an operator under
   ``torch.ops`` that is not public under its own name, a builtin found nowhere);
 - implementations: the modules holding torch's Python implementations of operators, taken from its
@@ -54,10 +55,28 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _public(name: str, obj: Any) -> bool:
+def _public(name: str, obj: Any, documented: set[str]) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return True
-    return not name.startswith("_") and bool(getattr(obj, "__doc__", None))
+    # Documented here, or under the same name in another public namespace: which of torch's aliases
+    # carry a docstring changes between releases (torch.relu has none in 2.11, F.relu has).
+    return not name.startswith("_") and (bool(getattr(obj, "__doc__", None)) or name in documented)
+
+
+def _members(namespace: str) -> list[tuple[str, Any]]:
+    """The callables of a namespace (not its modules), by name."""
+    holder = _resolve(namespace)
+    found = []
+    for name in dir(holder) if holder is not None else ():
+        try:
+            with warnings.catch_warnings():  # deprecated names warn when touched
+                warnings.simplefilter("ignore")
+                obj = getattr(holder, name)
+                if not isinstance(obj, type(sys)) and callable(obj):
+                    found.append((name, obj))
+        except Exception:
+            continue
+    return found
 
 
 class Entries:
@@ -68,6 +87,8 @@ class Entries:
         self.private: dict[int, str] = {}
         self.codes: dict[int, str] = {}  # a public Python function's code -> its public name
         self.public_names: set[str] = set()
+        self.documented = {name for namespace in PUBLIC_NAMESPACES for name, obj in _members(namespace)
+                           if not name.startswith("_") and getattr(obj, "__doc__", None)}
         for namespace in PUBLIC_NAMESPACES:
             self._scan(namespace, public=True)
         for namespace in BINDINGS:
@@ -76,20 +97,9 @@ class Entries:
         self.copies = copy_variants()
 
     def _scan(self, namespace: str, public: bool) -> None:
-        holder = _resolve(namespace)
-        if holder is None:
-            return
-        for name in dir(holder):
-            try:
-                with warnings.catch_warnings():  # deprecated names warn when touched
-                    warnings.simplefilter("ignore")
-                    obj = getattr(holder, name)
-                    if isinstance(obj, type(sys)) or not callable(obj):
-                        continue
-            except Exception:
-                continue
+        for name, obj in _members(namespace):
             dotted = f"{namespace}.{name}"
-            if public and _public(name, obj):
+            if public and _public(name, obj, self.documented):
                 self.public.setdefault(id(obj), dotted)
                 self.public_names.add(name)
                 code = getattr(obj, "__code__", None)
