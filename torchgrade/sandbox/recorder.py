@@ -85,9 +85,10 @@ class CallRecorder(TorchFunctionMode):
         # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
         # whether it is private, a bridge to numpy, or run from torch's Python code on the student's behalf.
         caller = sys._getframe(1)
-        own = getattr(getattr(func, "__func__", func), "__code__", None)
-        while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
-            caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
+        if not caller.f_code.co_filename.startswith(self.submission):  # (the usual case needs no more)
+            own = getattr(getattr(func, "__func__", func), "__code__", None)
+            while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
+                caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
         if caller is None:
             pass
         elif caller.f_code.co_filename.startswith(self.submission):
