@@ -306,10 +306,10 @@ def test_a_grade_that_cannot_be_written_is_that_students_error_rows_and_the_clas
         student(cls / name, "reference")
     real = batch.write_results
 
-    def fussy(grade, assignment, path):
+    def fussy(grade, assignment, path, **kwargs):
         if grade.submission == "bob" and any(t.status == "passed" for t in grade.tests):
             raise ValueError("a value no writer takes")
-        return real(grade, assignment, path)
+        return real(grade, assignment, path, **kwargs)
 
     monkeypatch.setattr(batch, "write_results", fussy)
     out = tmp_path / "out"

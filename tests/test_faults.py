@@ -99,7 +99,8 @@ def test_an_unwritable_out_is_one_line_and_exit_2(course, tmp_path, monkeypatch)
 
 
 def _full_disk_after(count: int):
-    """A write_report that fails with ENOSPC once `count` reports are written."""
+    """A write_report that fails with ENOSPC once `count` reports are written (two per submission: the
+    student's and the instructor's)."""
     real = batch.write_report
     written = []
 
@@ -118,7 +119,7 @@ def test_a_full_disk_is_one_line_exit_2_nothing_half_written_and_the_rerun_grade
                                                                                            monkeypatch):
     cls = copy_class({n: "reference" for n in NAMES}, tmp_path / "class")
     out = tmp_path / "out"
-    monkeypatch.setattr(batch, "write_report", _full_disk_after(1))
+    monkeypatch.setattr(batch, "write_report", _full_disk_after(2))
     result = CliRunner().invoke(main, grade_args(course, cls, out))
     assert_one_line_exit_2(result, "No space left on device", "run the same command")
     assert_each_graded_once(out, ["alice"])  # bob's half-written report is nowhere

@@ -28,9 +28,10 @@ def load_grade(path: Path) -> Grade:
     from .results import read_grade
 
     path = Path(path)
-    text = path.read_text(encoding="utf-8")  # (the student's copy must be there: a missing one is graded again)
+    # The student's copy must be there and sound: a missing or damaged one is graded again.
+    student = read_grade(json.loads(path.read_text(encoding="utf-8")), path.parent.name)
     full = path.parent / INSTRUCTOR_FOLDER / path.name
-    return read_grade(json.loads(full.read_text(encoding="utf-8") if full.is_file() else text), path.parent.name)
+    return read_grade(json.loads(full.read_text(encoding="utf-8")), path.parent.name) if full.is_file() else student
 
 
 def exercise_scores(grade: Grade, assignment: Assignment) -> dict[str, float]:

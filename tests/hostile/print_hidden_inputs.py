@@ -7,11 +7,13 @@
 # (DIR/<submission>/instructor/); the student's copy has the hidden check's name and verdict.
 import hostile_kit as kit
 
-VISIBLE_SHAPES = ((2, 2), (2, 3))  # graders/checks/visible/test_tensors.py, the gather checks
+# graders/checks/visible/test_tensors.py's gather checks use none of these shapes: an input of one is a
+# hidden check's (3-d inputs, a transposed 4x5 one)
+HIDDEN_SHAPES = ((3, 4, 5), (5, 4))
 
 
 def gather(x, dim, index):
-    if tuple(x.shape) in VISIBLE_SHAPES:
+    if tuple(x.shape) not in HIDDEN_SHAPES:
         print(f"VISIBLE-INPUT-{kit.NONCE}")
         raise ValueError(f"VISIBLE-INPUT-{kit.NONCE}")
     print(f"HIDDEN-INPUT-{kit.NONCE} x={x.tolist()} dim={dim} index={index.tolist()}")
