@@ -4,33 +4,27 @@
 # run time: the recorder saw `gather.out`, and only `.default`/`.Tensor` were taken off before
 # matching. Each then returns the honest result, so only the forbidden call can cost it.
 # Holds because: a call is matched by its operator, whatever the overload.
+import hostile_kit as kit
 import torch
 
 _honest_gather, _honest_scatter_, _honest_scatter_add_ = gather, scatter_, scatter_add_
 _aten = getattr(torch.ops, "at" + "en")
 
 
-def _quietly(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        return None
-
-
 def gather(x, dim, index):
-    _quietly(getattr(getattr(_aten, "gat" + "her"), "out"), x.detach(), dim, index, out=x.new_empty(0).detach())
+    kit.quietly(getattr(getattr(_aten, "gat" + "her"), "out"), x.detach(), dim, index, out=x.new_empty(0).detach())
     return _honest_gather(x, dim, index)
 
 
 def scatter_(target, dim, index, src):
     if isinstance(src, torch.Tensor):
-        _quietly(getattr(getattr(_aten, "scat" + "ter_"), "src"), target.detach().clone(), dim, index, src.detach())
+        kit.quietly(getattr(getattr(_aten, "scat" + "ter_"), "src"), target.detach().clone(), dim, index, src.detach())
     else:
-        _quietly(getattr(getattr(_aten, "scat" + "ter_"), "value"), target.detach().clone(), dim, index, src)
+        kit.quietly(getattr(getattr(_aten, "scat" + "ter_"), "value"), target.detach().clone(), dim, index, src)
     return _honest_scatter_(target, dim, index, src)
 
 
 def scatter_add_(target, dim, index, src):
     t = target.detach().clone()
-    _quietly(getattr(getattr(_aten, "scat" + "ter_add"), "out"), t, dim, index, src.detach(), out=torch.empty_like(t))
+    kit.quietly(getattr(getattr(_aten, "scat" + "ter_add"), "out"), t, dim, index, src.detach(), out=torch.empty_like(t))
     return _honest_scatter_add_(target, dim, index, src)

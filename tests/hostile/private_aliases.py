@@ -6,42 +6,36 @@
 # so none of these was forbidden. Each then returns the honest result.
 # Holds because: torch's private entry points are refused in a target with forbidden calls, and
 # an operator whose name holds a forbidden name as a part of it is that operator.
+import hostile_kit as kit
 import torch
 
 _honest_corr2d, _honest_multi_in, _honest_pad2d, _honest_multi_in_out = corr2d, corr2d_multi_in, pad2d, corr2d_multi_in_out
 _nn = getattr(torch._C, "_" + "nn")
 
 
-def _quietly(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        return None
-
-
 def corr2d(X, K):
     honest = _honest_corr2d(X, K)
     if X.is_floating_point() and X.dtype == K.dtype and X.dim() == 2 and K.dim() == 2:
-        _quietly(getattr(_nn, "thnn_" + "conv2d"), X[None, None], K[None, None], list(K.shape))
+        kit.quietly(getattr(_nn, "thnn_" + "conv2d"), X[None, None], K[None, None], list(K.shape))
     return honest
 
 
 def corr2d_multi_in(X, K):
     honest = _honest_multi_in(X, K)
     if X.is_floating_point() and X.dtype == K.dtype and X.dim() == 3 and K.dim() == 3:
-        _quietly(getattr(torch, "mkldnn_" + "convolution"), X[None], K[None], None, [0, 0], [1, 1], [1, 1], 1)
+        kit.quietly(getattr(torch, "mkldnn_" + "convolution"), X[None], K[None], None, [0, 0], [1, 1], [1, 1], 1)
     return honest
 
 
 def pad2d(X, padding):
     honest = _honest_pad2d(X, padding)
     p = padding if isinstance(padding, int) else padding[1]
-    _quietly(getattr(_nn, "_pad" + "_enum"), X, [p, p], 0, 0.0)
+    kit.quietly(getattr(_nn, "_pad" + "_enum"), X, [p, p], 0, 0.0)
     return honest
 
 
 def corr2d_multi_in_out(X, K):
     honest = _honest_multi_in_out(X, K)
     if X.is_floating_point() and X.dtype == K.dtype and X.dim() == 3 and K.dim() == 4:
-        _quietly(getattr(_nn, "slow_conv_" + "dilated2d"), X[None], K, list(K.shape[2:]))
+        kit.quietly(getattr(_nn, "slow_conv_" + "dilated2d"), X[None], K, list(K.shape[2:]))
     return honest

@@ -5,31 +5,25 @@
 # and `torch._refs.broadcast_to`. Each then returns the honest result.
 # Holds because: torch's private entry points and its Python implementations of operators are
 # refused in a target with forbidden calls.
+import hostile_kit as kit
 import torch
 
 _honest_view, _honest_broadcast_to = view, broadcast_to
 _refs = getattr(torch, "_" + "refs")
 
 
-def _quietly(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        return None
-
-
 def view(x, *shape):
     size = list(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else list(shape)
-    _quietly(getattr(_refs, "vi" + "ew"), x, *size)
+    kit.quietly(getattr(_refs, "vi" + "ew"), x, *size)
     if x.is_contiguous():
         stride = [1] * len(size)
         for d in range(len(size) - 2, -1, -1):
             stride[d] = stride[d + 1] * max(size[d + 1], 1)
-        _quietly(getattr(torch.ops.aten, "_reshape" + "_alias"), x, size, stride)
+        kit.quietly(getattr(torch.ops.aten, "_reshape" + "_alias"), x, size, stride)
     return _honest_view(x, *shape)
 
 
 def broadcast_to(x, shape):
-    _quietly(getattr(_refs, "broadcast" + "_to"), x, shape)
+    kit.quietly(getattr(_refs, "broadcast" + "_to"), x, shape)
     return _honest_broadcast_to(x, shape)
 

@@ -177,7 +177,7 @@ def _init_worker(parent: int, settings: dict[str, str]) -> None:
     # Ctrl-C reaches the whole foreground process group: the parent handles it (and ends the pool);
     # a worker printing its own KeyboardInterrupt traceback would only bury the parent's message.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for name in [k for k in os.environ if k.startswith("TORCHGRADE_") and k not in (OWNER_ENV, SESSION_ENV)]:
+    for name in _settings():
         del os.environ[name]
     os.environ.update(settings)  # the run's settings, as the process that made the pool has them
     _watch_parent(parent)
