@@ -24,10 +24,9 @@ from pathlib import Path
 import yaml
 
 from .config import ASSIGNMENT_FILE, Assignment
+# where each part of the course lies, as in the Gradescope autograder (the assignment file is rewritten to match)
+from .gradescope import LAYOUT
 
-#: Where each part of the course lies inside a pack (the assignment file is rewritten to point there).
-LAYOUT = {"reference": "reference", "checks": "graders/checks", "probes": "graders/probes",
-          "hints": "graders/hints.yaml"}
 _SKIP = {"__pycache__", ".pytest_cache", ".git"}
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -67,7 +66,7 @@ def pack(assignment: Assignment) -> CoursePack:
     """What grading `assignment` reads, as one deterministic zip."""
     layout = _layout(assignment)
     data = yaml.safe_load(assignment.path.read_text(encoding="utf-8")) or {}
-    data.update(layout)  # the parts where they are in the pack, wherever the course keeps them
+    data.update({k: layout[k] for k in ("reference", "checks", "probes", "hints")})  # where the pack has them
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         members = [(ASSIGNMENT_FILE, yaml.safe_dump(data, allow_unicode=True, sort_keys=True).encode())]
