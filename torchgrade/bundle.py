@@ -201,7 +201,7 @@ def engine_requirements() -> list[str]:
     except (importlib.metadata.PackageNotFoundError, _NoMetadata):
         source = ENGINE.parent / "pyproject.toml"
         try:
-            import tomllib
+            import tomllib  # novermin: Python 3.10 has none; the except below says so
 
             requires = tomllib.loads(source.read_text(encoding="utf-8"))["project"]["dependencies"]
         except (ImportError, OSError, KeyError) as e:
