@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from torchgrade.cli import main
@@ -95,6 +96,23 @@ def test_init_writes_nothing_over_an_existing_course(course):
 def test_chinese_summaries_are_off_for_a_new_course_and_on_for_the_bundled_one(course):
     assert not load_assignment(course).chinese_summaries
     assert load_assignment(ROOT).chinese_summaries
+
+
+def test_a_new_course_says_cuda_standin_and_grades_its_cuda_checks_as_a_gpu_would(course, monkeypatch):
+    """`torchgrade init` writes the setting with its comment (a course that says nothing is `off`); on a
+    machine without CUDA its reference scores full on the stand-in and its stub zero."""
+    monkeypatch.delenv("TORCHGRADE_CUDA_STANDIN", raising=False)
+    text = (course / "assignment.yaml").read_text()
+    assert "\ncuda_standin: score\n" in text and "# Without a GPU, the CUDA checks run on the CUDA stand-in" in text
+    assignment = load_assignment(course)
+    assert assignment.cuda_standin == "score"
+    reference = grade_submission(course / "reference", assignment, device="all")
+    assert reference.score == reference.max_score == 3, [t.output for t in reference.tests if t.status != "passed"]
+    stub = grade_submission(course / "exercises", assignment, device="all")
+    assert stub.score == 0
+    if not torch.cuda.is_available():
+        cuda = [t for t in reference.tests if t.device == "cuda"]
+        assert cuda and all(t.status == "passed" and t.standin for t in cuda) and reference.standin == "score"
 
 
 # --- authoring mistakes, before anything is graded -------------------------------------------------

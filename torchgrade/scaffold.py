@@ -23,6 +23,9 @@ probes: graders/probes        # this course's own probes (scenarios its checks r
 hints: graders/hints.yaml     # hints for failing checks, and words for its probes' facts
 time_limit: 10                # seconds per check
 chinese_summaries: false      # true: every stub docstring needs a Chinese summary line
+# Without a GPU, the CUDA checks run on the CUDA stand-in: score (they count, so a CPU-only grader gives
+# a GPU grader's score), warn (findings shown, no points), off (set aside). docs/devices.md in torchgrade.
+cuda_standin: score
 
 exercises:
   activations:
