@@ -108,6 +108,25 @@ def test_the_overview_page_shows_the_distribution_the_items_and_a_sortable_table
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from the network
 
 
+def test_the_overview_page_says_which_device_facts_came_from_the_cuda_stand_in(course, tmp_path):
+    """As each student's report does (docs/devices.md): the CUDA checks were graded on the stand-in, not a
+    GPU, under which policy, and for how many of the submissions where not all."""
+    write_class_pages(made_up_class(), course, tmp_path / "gpu")
+    assert "stand-in" not in (tmp_path / "gpu" / "index.html").read_text()  # a GPU (or nothing) graded cuda
+    graded = [dataclasses.replace(g, standin="score") for g in made_up_class()]
+    write_class_pages(graded, course, tmp_path / "all")
+    page = (tmp_path / "all" / "index.html").read_text()
+    line = "CUDA checks: graded on the CUDA stand-in, not a GPU (cuda_standin: score)"
+    assert page.count(line) == 1 and 'id="cuda-standin"' in page and "of 3 submissions" not in page
+    assert page.index("graded on</div>") < page.index(line) < page.index("<h2>Students</h2>")  # in the header
+    graded[0].standin = ""  # a merged class: one graded on a GPU
+    graded[1].standin = "warn"
+    write_class_pages(graded, course, tmp_path / "mixed")
+    page = (tmp_path / "mixed" / "index.html").read_text()
+    assert "1 of 3 submissions: " + line in page
+    assert "1 of 3 submissions: CUDA checks: graded on the CUDA stand-in, not a GPU (cuda_standin: warn)" in page
+
+
 def test_the_class_pages_of_a_graded_class_come_from_its_results(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
     student(cls / "<i>mallory&co")

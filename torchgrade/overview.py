@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .config import Assignment
 from .exports import exercise_scores
+from .i18n import t
 from .report import _env  # the one jinja Environment (autoescaped), shared with the per-student report
 from .scoring import Grade
 
@@ -99,6 +100,12 @@ def devices(grades: list[Grade]) -> list[tuple[str, int]]:
     return sorted(counts.items())
 
 
+def standin_policies(grades: list[Grade]) -> list[tuple[str, int]]:
+    """Each cuda_standin policy some submissions' CUDA checks were graded under on the CUDA stand-in (not a
+    GPU), with how many submissions: their device facts on cuda are the stand-in's (docs/devices.md)."""
+    return sorted(Counter(g.standin for g in grades if g.standin).items())
+
+
 def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, str]) -> str:
     """The class overview page (index.html)."""
     summary = class_summary(grades)
@@ -108,5 +115,6 @@ def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, s
         grades=grades, assignment=assignment, links=links, summary=summary,
         bins=histogram([g.score for g in grades], summary["max_score"]),
         exercises=exercise_analysis(grades, assignment), items=item_analysis(grades),
-        per_exercise=per_exercise, errors=errors, devices=devices(grades),
+        per_exercise=per_exercise, errors=errors, devices=devices(grades), standin=standin_policies(grades),
+        standin_line=lambda policy: t("standin_graded", "en", policy=policy),  # (the page is in English)
         exercise_names=[e.name for e in assignment.exercises])
