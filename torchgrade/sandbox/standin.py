@@ -155,29 +155,40 @@ def _plain(x: Any) -> Any:
 
 
 def _tensors(args: Any, found: list | None = None) -> list[torch.Tensor]:
-    """The tensors in an operator's arguments (lists, tuples and dicts of them; pytree is 10x slower here)."""
+    """The tensors in an operator's arguments (lists, tuples and dicts of them; pytree is 10x slower here).
+
+    One loop per container, not one call per argument: it runs several times for every operator."""
     found = [] if found is None else found
     kind = type(args)
-    if kind is list or kind is tuple:
-        for a in args:
+    if kind is dict:
+        args = args.values()
+    elif kind is not list and kind is not tuple:
+        if isinstance(args, torch.Tensor):
+            found.append(args)
+        return found
+    for a in args:
+        kind = type(a)
+        if kind is list or kind is tuple or kind is dict:
             _tensors(a, found)
-    elif kind is dict:
-        for a in args.values():
-            _tensors(a, found)
-    elif isinstance(args, torch.Tensor):
-        found.append(args)
+        elif isinstance(a, torch.Tensor):
+            found.append(a)
     return found
 
 
 def _mapped(value: Any, fn: Any) -> Any:
-    """`value` with `fn` applied to each tensor in it (lists, tuples, dicts)."""
+    """`value` with `fn` applied to each tensor in it (lists, tuples, dicts); one loop per container."""
     kind = type(value)
-    if kind is list:
-        return [_mapped(v, fn) for v in value]
-    if kind is tuple:
-        return tuple(_mapped(v, fn) for v in value)
+    if kind is list or kind is tuple:
+        out = []
+        for v in value:
+            inner = type(v)
+            if inner is list or inner is tuple or inner is dict:
+                out.append(_mapped(v, fn))
+            else:
+                out.append(fn(v) if isinstance(v, torch.Tensor) else v)
+        return out if kind is list else tuple(out)
     if kind is dict:
-        return {k: _mapped(v, fn) for k, v in value.items()}
+        return {k: _mapped(v, fn) for k, v in value.items()} if value else {}
     return fn(value) if isinstance(value, torch.Tensor) else value
 
 
@@ -228,14 +239,16 @@ def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return found
 
 
-def _run(func: Any, args: tuple, kwargs: dict) -> Any:
+def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | None = None) -> Any:
     """Run one operator by CUDA's placement rules on the CPU values; wrap what lands on the stand-in.
 
     A placement error is raised as CUDA raises it; an error of the operator itself (a shape that does not
     fit) as the operator raises it; anything else that goes wrong here is the stand-in's, not the
-    student's, and sets the check aside (`Unsupported`)."""
+    student's, and sets the check aside (`Unsupported`). `tensors`: those of the arguments, where known."""
     try:
-        there, plain_args, plain_kwargs = _place(func, args, kwargs)
+        tensors = _tensors((args, kwargs)) if tensors is None else tensors
+        written = _written(func, args, kwargs)
+        there, plain_args, plain_kwargs = _place(func, args, kwargs, tensors, written)
     except Unsupported:
         raise
     except RuntimeError as e:
@@ -246,18 +259,18 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
         raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
     out = func(*plain_args, **plain_kwargs)
     try:
-        return _wrap(func, args, kwargs, out, there)
+        return _wrap(out, there, written)
     except Unsupported:
         raise
     except Exception as e:
         raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
 
 
-def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
+def _place(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
+           written: list[torch.Tensor]) -> tuple[str | None, Any, Any]:
     """Where an operator's results go ("cuda": the stand-in), and its arguments with CPU values."""
     device = kwargs.get("device")
     plain_args, plain_kwargs = _mapped(args, _plain), _mapped(kwargs, _plain)
-    tensors = _tensors((args, kwargs))
     if id(func) in _CROSSING:
         if func is _TO_COPY:
             there = "cuda" if on_standin(device) else (_where(args[0]) if device is None else torch.device(device).type)
@@ -274,7 +287,7 @@ def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
             there = _common(func, tensors)
         if on_standin(device) and there is None:  # a factory function with device="cuda"
             there = "cuda"
-        for t in _written(func, args, kwargs):
+        for t in written:
             if _where(t) != there and there is not None and not (id(func) in _INDEXING and t is not args[0]):
                 raise _mixed(MIXED, tensors)
     if id(func) in _SETS and any(type(t) is StandIn for t in tensors):
@@ -282,10 +295,10 @@ def _place(func: Any, args: tuple, kwargs: dict) -> tuple[str | None, Any, Any]:
     return there, plain_args, plain_kwargs
 
 
-def _wrap(func: Any, args: tuple, kwargs: dict, out: Any, there: str | None) -> Any:
-    """The operator's results: what lands on the stand-in wrapped, a written argument as itself."""
-    written = {id(_plain(t)): t for t in _written(func, args, kwargs)}
-    for t in written.values():
+def _wrap(out: Any, there: str | None, writes: list[torch.Tensor]) -> Any:
+    """The operator's results: what lands on the stand-in wrapped, a written argument (`writes`) as itself."""
+    written = {id(_plain(t)): t for t in writes}
+    for t in writes:
         if type(t) is StandIn and (t.shape != t.value.shape or t.stride() != t.value.stride()
                                    or t.storage_offset() != t.value.storage_offset()):
             # squeeze_, t_, resize_...: the stand-in tensor (a meta tensor to C++) takes its values' new shape
@@ -337,7 +350,7 @@ class _Dispatch(TorchDispatchMode):
         kwargs = kwargs or {}
         tensors = _tensors((args, kwargs))
         if on_standin(kwargs.get("device")) or any(type(t) is StandIn for t in tensors):
-            return _run(func, args, kwargs)
+            return _run(func, args, kwargs, tensors)
         out = func(*args, **kwargs)
         if getattr(_state, "locate", None) is not None:
             with contextlib.suppress(Exception):  # (only to say where, in a message)
