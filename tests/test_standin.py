@@ -53,6 +53,25 @@ def test_a_cpu_tensor_mixed_with_cuda_inputs_raises_as_on_a_gpu():
     assert type(error) is RuntimeError
 
 
+def test_tensors_in_lists_tuples_and_keyword_arguments_are_placed_and_given_their_values():
+    """The operator path finds tensors at any depth of an operator's arguments (lists, tuples, out=) and
+    leaves the rest (a torch.Size, numbers) as they are."""
+    def nested():
+        a = torch.arange(6.0, device="cuda")
+        stacked = torch.stack((a, a * 2))
+        joined = torch.cat([a[:2], stacked.flatten()[:1]], dim=0)
+        out = torch.empty(6, device="cuda")
+        written = torch.add(a, 1, out=out)
+        return stacked, joined, written is out, out, a.view(torch.Size([2, 3])).new_zeros(torch.Size([1, 2]))
+    stacked, joined, same, out, zeros = on_gpu(nested)
+    assert all(type(t) is standin.StandIn for t in (stacked, joined, out, zeros)) and same
+    assert standin.plain(stacked).tolist() == [[0, 1, 2, 3, 4, 5], [0, 2, 4, 6, 8, 10]]
+    assert standin.plain(joined).tolist() == [0, 1, 0] and standin.plain(out).tolist() == [1, 2, 3, 4, 5, 6]
+    assert zeros.shape == (1, 2)
+    error = on_gpu(lambda: torch.add(torch.ones(3, device="cuda"), 1, out=torch.empty(3)))  # out= on the CPU
+    assert type(error) is RuntimeError and "Expected all tensors to be on the same device" in str(error)
+
+
 def test_cpu_scalars_mix_with_cuda_tensors_as_on_a_gpu_but_are_never_written():
     """0-d CPU tensors (Python numbers, torch.tensor(2.0)) are inputs CUDA kernels take; not outputs."""
     assert on_gpu(lambda: (torch.ones(3, device="cuda") * torch.tensor(2.0)).is_cuda)
