@@ -24,6 +24,10 @@
    (benchmarks/envelope.py: a cgroup where the machine allows one, else taskset, saying which), with
    no GPU: `python -c "import torch"` there, then `torchgrade autograde` (what `run_autograder` runs)
    on a correct submission, its time beside importing torch there, and the envelope's peak memory.
+6. **The CUDA stand-in's cost** (`--standin RUNS`, only this): the correct-work class (`--correct`)
+   graded RUNS times with `TORCHGRADE_CUDA_STANDIN=off` and RUNS times with `score`, interleaved on the
+   same machine (a shared machine is noisy: the ratio of medians compares, not absolute times); on a
+   machine without CUDA only, where the stand-in grades the CUDA checks (docs/devices.md).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ TARGET_ONE_TARGET = 1.3
 TARGET_WHOLE_CHECK = 2.0
 TARGET_ENVELOPE = 3.0
 TARGET_PEAK_MIB = 600
+#: The correct-work class with the CUDA stand-in on, as a multiple of its time with it off (issue 30).
+TARGET_STANDIN = 1.15
 #: The target a cold check grades.
 ONE_TARGET = "tensors.view"
 
@@ -166,6 +172,38 @@ def compare(title: str, class_dir: Path, work: Path, jobs: int, naive_jobs: int,
     return batch_rate, ratio, records
 
 
+def standin_figures(off: list[float], score: list[float]) -> tuple[float, float, float, list[float]]:
+    """(median seconds with the stand-in off, with it on, the ratio of the medians, each run's ratio with
+    the run beside it) from interleaved runs."""
+    off_median, score_median = statistics.median(off), statistics.median(score)
+    return off_median, score_median, score_median / off_median, [b / a for a, b in zip(off, score)]
+
+
+def standin_cost(class_dir: Path, work: Path, jobs: int, runs: int) -> float:
+    """`torchgrade grade` of one class with cuda_standin off and score, `runs` times each, interleaved
+    (off first, then score first, ...); prints the figures; returns the ratio of the medians."""
+    seconds: dict[str, list[float]] = {"off": [], "score": []}
+    previous = os.environ.get("TORCHGRADE_CUDA_STANDIN")
+    try:
+        for run in range(runs):
+            for policy in ("off", "score") if run % 2 == 0 else ("score", "off"):
+                os.environ["TORCHGRADE_CUDA_STANDIN"] = policy
+                ticks = _cpu_ticks()
+                took, scores, _ = batch(class_dir, work / f"standin-{policy}-{run}", jobs)
+                seconds[policy].append(took)
+                print(f"  run {run + 1}, cuda_standin {policy:<5}: {took:7.1f} s  scores {sorted(set(scores.values()))}"
+                      f"  load {os.getloadavg()[0]:.1f}{stolen(ticks)}")
+    finally:
+        if previous is None:
+            os.environ.pop("TORCHGRADE_CUDA_STANDIN", None)
+        else:
+            os.environ["TORCHGRADE_CUDA_STANDIN"] = previous
+    off, score, ratio, each = standin_figures(seconds["off"], seconds["score"])
+    print(f"  medians: off {off:.1f} s, score {score:.1f} s: {ratio:.2f}x (each run: "
+          f"{', '.join(f'{r:.2f}' for r in each)})")
+    return ratio
+
+
 def recheck_median(work: Path, times: int = 10) -> float:
     """`check --watch` on a copy of the reference: seconds from a change of tensors.py to its re-check."""
     import threading
@@ -270,6 +308,9 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep the classes and the outputs in this folder")
     parser.add_argument("--envelope", type=int, default=2, metavar="RUNS",
                         help="runs of one submission in a Gradescope-sized envelope (default 2; 0: skip)")
+    parser.add_argument("--standin", type=int, default=0, metavar="RUNS",
+                        help="only the CUDA stand-in's cost: the correct-work class graded RUNS times with "
+                             "cuda_standin off and RUNS with score, interleaved (a machine without CUDA)")
     parser.add_argument("--only-single", action="store_true",
                         help="only the single-submission figures (4 and 5), not the classes or the re-check")
     args = parser.parse_args()
@@ -283,6 +324,20 @@ def main() -> int:
         modules = len(load_assignment(ROOT / "assignment.yaml").exercises)
         if args.only_single:
             args.correct = args.submissions = 0
+        if args.standin:
+            import torch
+
+            if torch.cuda.is_available():
+                print("6. the CUDA stand-in grades nothing where CUDA is: run --standin on a machine without it")
+                return 2
+            print(f"6. the CUDA stand-in's cost: {args.correct} correct submissions, {args.standin} runs each way, "
+                  f"-j {args.jobs}")
+            make_class(work / "correct", args.correct, 1.0, args.seed)
+            ratio = standin_cost(work / "correct", work, args.jobs, args.standin)
+            print(f"load average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            print(f"target correct work with the stand-in <= {TARGET_STANDIN:g}x off: "
+                  f"{'met' if ratio <= TARGET_STANDIN else 'NOT met'}")
+            return 0
         if args.correct:
             print(f"1. correct work: {args.correct} submissions, all {modules} modules right")
             make_class(work / "correct", args.correct, 1.0, args.seed)

@@ -28,3 +28,9 @@ def test_the_benchmark_says_how_much_of_the_cpu_a_virtual_machines_host_took(mon
 def test_the_cpu_ticks_come_from_this_machine():
     stolen, every = load_benchmark()._cpu_ticks()
     assert 0 <= stolen < every
+
+
+def test_the_stand_in_cost_is_the_ratio_of_the_medians_of_interleaved_runs():
+    off, score, ratio, each = load_benchmark().standin_figures([10.0, 12.0, 30.0], [21.0, 20.0, 24.0])
+    assert (off, score) == (12.0, 21.0) and ratio == 1.75  # a slow outlier (30 s) moves no median
+    assert each == [2.1, 20.0 / 12.0, 0.8]
