@@ -63,6 +63,22 @@ def test_a_change_to_the_checks_or_the_device_choice_regrades(course, tmp_path):
     assert graded(course, cls, out).graded == ["alice"]
 
 
+def test_a_run_under_another_cuda_standin_policy_regrades(course, tmp_path, monkeypatch):
+    """TORCHGRADE_CUDA_STANDIN overrides the course's cuda_standin for one run: what a run graded under
+    `off` (CUDA checks set aside) is not what a run under `score` would give (docs/devices.md)."""
+    cls = copy_class({"alice": "reference"}, tmp_path / "class")
+    out = tmp_path / "out"
+    monkeypatch.delenv("TORCHGRADE_CUDA_STANDIN", raising=False)
+    key = grader_key(course, device="all")
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "off")
+    off = grader_key(course, device="all")
+    assert grade_class(discover([cls], ("tensors",)), course, out, device="all").graded == ["alice"]
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")
+    assert len({key, off, grader_key(course, device="all")}) == 3
+    assert grade_class(discover([cls], ("tensors",)), course, out, device="all").graded == ["alice"]
+    assert grade_class(discover([cls], ("tensors",)), course, out, device="all").skipped == ["alice"]
+
+
 @pytest.mark.parametrize("part", ["graders/probes/mine.py", "graders/hints.yaml"])
 def test_a_change_to_the_courses_own_probes_or_hints_regrades(course, part):
     """They decide what a check runs and what its report says, as the checks do."""

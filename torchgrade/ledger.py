@@ -100,6 +100,11 @@ def grader_key(assignment: Assignment, *, device: str = "all", include_hidden: b
     """A hash of everything that decides a grade, other than the submission itself."""
     digest = hashlib.sha256(f"torchgrade {__version__}\0device={device}\0hidden={include_hidden}\0"
                             f"only={','.join(sorted(only))}\0".encode())
+    # TORCHGRADE_CUDA_STANDIN overrides the course's cuda_standin for one run (the course's own setting is
+    # in assignment.yaml, hashed below): grades made under another policy are not this grader's.
+    override = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower()
+    if override:
+        digest.update(f"cuda_standin={override}\0".encode())
     _hash_tree(digest, assignment.path, "assignment")
     _hash_tree(digest, assignment.checks_dir, "checks", (".py", ".ini", ".cfg", ".toml", ".yaml", ".json"))
     _hash_tree(digest, assignment.reference_dir, "reference", (".py",))
