@@ -12,6 +12,7 @@ from torchgrade.cli import main
 from torchgrade.config import ConfigError, find_assignment, load_assignment
 from torchgrade.course import CourseError, check_course, validate_course
 from torchgrade.grading import grade_submission
+from torchgrade.i18n import set_language
 from torchgrade.probes import reference_page
 from torchgrade.scaffold import init_course
 
@@ -306,7 +307,10 @@ def test_a_missing_module_is_one_line_not_a_failure_and_rerun_per_check(course, 
     assert "not your fault" not in result.output
     report = (tmp_path / "r" / "report.html").read_text()
     assert report.count(line) == 1, report.count(line)
-    zh = inside(course).invoke(main, ["check", "--path", str(empty), "--lang", "zh", "--report", str(tmp_path / "z")])
+    try:
+        zh = inside(course).invoke(main, ["check", "--path", str(empty), "--lang", "zh", "--report", str(tmp_path / "z")])
+    finally:
+        set_language(None)  # --lang is chosen once per process: the next test in this one reads English
     assert zh.output.count("缺少 activations.py：它的 3 分没有评测") == 1 and "重新运行" not in zh.output, zh.output
 
 
