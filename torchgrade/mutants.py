@@ -14,7 +14,8 @@ make with tensor code, not a generic catalogue:
 - ``branch``: a case handled early forgotten (``if ...: return ...`` with no ``else`` removed);
 - ``default``: a default argument of the target's signature changed (a number by one, a bool flipped);
 - ``call``: a call dropped (``x.clone()`` to ``x``: ``clone``, ``contiguous``, ``detach``; ``x.to(device)``
-  to ``x``: ``to``, ``cuda``, ``cpu``, ``float``, ...), swapped
+  to ``x``: ``to``, ``cuda``, ``cpu``, ``float``, ...; a layer the forward pass forgets,
+  ``self.act(h)`` to ``h``), swapped
   for its usual confusion (``sum``/``mean``, ``max``/``min``, ``zeros`` to ``empty``, ...), made
   out of place (``x.add_(y)`` to ``x.add(y)``), or a keyword such as ``device=`` or ``dtype=`` dropped;
 - ``inplace``: an argument changed in place (``x * m`` to ``x.mul_(m)`` where ``x`` is a parameter);
@@ -235,6 +236,9 @@ class _Maker:
         if isinstance(func, ast.Attribute) and name in _DROP and not node.args and not node.keywords \
                 or isinstance(func, ast.Attribute) and name in _DROP_WITH_ARGUMENTS:
             self.add("call", node, func.value)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred) and not node.keywords:
+            self.add("call", node, node.args[0])  # a layer (or transform) the forward pass forgets: self.act(h) -> h
         if name in _SWAP:
             new = copy.deepcopy(node)
             if isinstance(new.func, ast.Attribute):
