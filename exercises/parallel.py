@@ -23,7 +23,7 @@ def shard(batch: Any, rank: int, world_size: int) -> Any:
     Every rank holds the same global batch and keeps a different block, so the blocks of all
     ranks, concatenated in rank order, are the whole batch. ``batch`` is a tensor, or a tuple
     (or list, as a ``DataLoader`` yields) of tensors, each cut the same way; the result has
-    the same container type. Needs no process group.
+    the same container type (a named tuple stays that named tuple). Needs no process group.
 
     Errors: ``ValueError`` when a size is not divisible by ``world_size`` (equal shards keep
     the mean of the per-rank mean losses equal to the global mean), when ``world_size < 1``
@@ -59,7 +59,10 @@ def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
     ``num_batches_tracked`` ...), ``dist.broadcast(tensor, src)`` overwrites it with rank
     ``src``'s value. Both iterators have a fixed order (registration order, shared tensors
     once), so every rank issues the same collectives in the same order; a different order or
-    count on one rank deadlocks or mixes tensors up. The copies are made under
+    count on one rank deadlocks or mixes tensors up. A tensor that is not contiguous (a
+    parameter made from a strided slice such as ``w[:, ::2]``) is broadcast through a
+    contiguous copy that is then copied back into it: on gloo a collective on a strided tensor
+    silently gives wrong values. The copies are made under
     ``torch.no_grad()`` and in place: each parameter stays the same leaf tensor (an optimizer
     built on it still updates it). Frozen parameters (``requires_grad=False``) are copied too.
     Returns ``None``.
@@ -84,7 +87,9 @@ def average_gradients(model: nn.Module) -> None:
 
     For every parameter of ``model.parameters()`` (a fixed order, the same on every rank)
     whose ``.grad`` is not ``None``: ``dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)``, then
-    ``p.grad /= dist.get_world_size()``, in place. Afterwards every rank holds the mean of the
+    ``p.grad /= dist.get_world_size()``, in place; a ``.grad`` that is not contiguous goes
+    through a contiguous copy that is then copied back into it (as in
+    ``broadcast_parameters``). Afterwards every rank holds the mean of the
     ranks' gradients, which for a mean-reduced loss on equal shards is exactly the gradient of
     the loss on the whole batch. Parameters without a gradient (frozen ones,
     ``requires_grad=False``, or ones not used in the forward pass) are skipped and keep

@@ -234,6 +234,33 @@ def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a
     assert f"{ids['return x / factor']} is marked equivalent but" in notes
 
 
+def test_a_mutant_only_cuda_devices_tell_apart_is_set_aside_without_them_and_graded_with_them(tmp_path):
+    """`needs_cuda_devices: N`: where fewer CUDA devices are graded (--device cpu here) a survivor is set
+    aside with its reason, neither killed nor a survivor; a killed one gets a note; with N it is graded."""
+    course = make_course(tmp_path)
+    ids = {m.after: m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", "scale")}
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(textwrap.dedent(f"""\
+        ops.scale:
+          - mutant: {ids["if factor <= 0:"]}
+            needs_cuda_devices: 1
+            reason: only a GPU tells it apart (for this test)
+          - mutant: {ids["return x / factor"]}
+            needs_cuda_devices: 2
+            reason: killed, so wrongly marked
+    """))
+    result = audit("--assignment", course)
+    assert "needs CUDA" in result.stdout and "(only a GPU tells it apart (for this test))" in result.stdout
+    data = audited("--assignment", course)
+    scale = by_target(data)["ops.scale"]
+    assert (scale["needs_cuda"], scale["survived"], scale["equivalent"]) == (1, 5, 0)
+    assert [m["after"] for m in scale["mutants"] if m["verdict"] == "needs_cuda"] == ["if factor <= 0:"]
+    assert f"{ids['return x / factor']} is marked as needing 2 CUDA device(s) but" in "\n".join(data["notes"])
+    assert data["totals"]["needs_cuda"] == 1
+    total = data["totals"]
+    counted = total["graded"] - 1  # the set-aside mutant was not measured
+    assert data["score"] == pytest.approx((counted - total["survived"]) / counted)
+
+
 def test_an_id_that_reads_as_a_number_is_still_an_id(tmp_path):
     """Ids are hex: 52820313 and 8e1e2587 would be an int and a float to YAML's usual loader."""
     from torchgrade.audit import load_equivalents
@@ -402,6 +429,22 @@ def test_operators_make_the_mistakes_students_make_with_tensor_code(tmp_path):
         assert made.get(after) == operator, (after, sorted(made))
 
 
+def test_a_forgotten_layer_and_a_forgotten_call_of_another_function_are_mutants_too(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        def shard(batch, rank):
+            return batch
+
+
+        class Net:
+            def forward(self, x):
+                # BEGIN SOLUTION
+                return self.act(shard(x, 0))
+                # END SOLUTION
+    ''', "Net")
+    assert made == {"return shard(x, 0)": "call", "return self.act(x)": "call", "return self.act(shard(x, 1))": "const",
+                    "return self.act(shard(x, -1))": "const"}
+
+
 def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
     made = mutants_of(tmp_path, '''\
         def f(obj, device):
@@ -411,7 +454,7 @@ def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
             return obj.to(device)
             # END SOLUTION
     ''')
-    assert made == {"pass": "branch", "return obj": "call"}
+    assert made == {"pass": "branch", "return obj": "call", "return [o for o in obj]": "call"}  # the recursion forgotten too
 
 
 def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tmp_path):

@@ -26,6 +26,14 @@ def wrapped_to_device(body):
                                   + body + "    return _reference_to_device(obj, device)\n"}}
 
 
+def test_pick_device_that_ignores_prefer_loses_points_on_a_machine_without_cuda_too(grade):
+    """The notes' one-liner gives "cuda" for pick_device("cpu") where CUDA is available; the checks also ask
+    as on a machine with a GPU, so it is caught on any machine."""
+    g = grade(only=("devices.pick_device",), replace={"devices": [
+        ('    if str(prefer) == "cuda" and torch.cuda.is_available():\n', "    if torch.cuda.is_available():\n")]})
+    assert lost_targets(g) == {"devices.pick_device"}
+
+
 def test_to_device_that_turns_tuples_into_lists_loses_to_device_points(grade):
     g = grade(only=("devices",), **wrapped_to_device(
         "    if isinstance(obj, tuple):\n        return [to_device(item, device) for item in obj]\n"))

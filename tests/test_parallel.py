@@ -152,6 +152,21 @@ def test_rebuilding_the_parameters_instead_of_copying_in_place_is_caught(grade):
                for m in failures(g, "parallel.broadcast_parameters"))
 
 
+def test_a_shard_that_rebuilds_a_named_tuple_from_a_list_is_caught(grade):
+    """type(batch)(items) raises TypeError for a named tuple (its fields are positional arguments)."""
+    g = grade(only=("parallel.shard",), replace={"parallel": [
+        ('        if hasattr(batch, "_fields"):  # a named tuple\n            return type(batch)(*items)\n', "")]})
+    assert lost_targets(g) == {"parallel.shard"}
+    assert any("TypeError" in m for m in failures(g, "parallel.shard"))
+
+
+def test_collectives_on_a_strided_tensor_without_a_contiguous_copy_are_caught(grade):
+    """On gloo a collective on w[:, ::2] silently mixes up values: strided_net's checks see it."""
+    g = grade(only=("parallel.broadcast_parameters", "parallel.average_gradients"), replace={"parallel": [
+        ("        buffer = tensor.contiguous()\n", "        buffer = tensor\n")]})
+    assert lost_targets(g) == {"parallel.broadcast_parameters", "parallel.average_gradients"}
+
+
 def test_a_strided_shard_costs_only_shard(grade):
     """batch[rank::world_size] gives the same mean gradient, so only shard's own checks can see it."""
     g = grade(only=("parallel.shard", "parallel.ddp_train_step"), replace={"parallel": [

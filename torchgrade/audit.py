@@ -130,10 +130,10 @@ class CheckInfo:
 @dataclass
 class MutantResult:
     mutant: Mutant
-    verdict: str  # visible | hidden | crashed | survived | equivalent
+    verdict: str  # visible | hidden | crashed | survived | equivalent | needs_cuda
     killed_by: list[str] = field(default_factory=list)  # check names
     how: str = ""  # "time limit" where a check ran out of time, "crashed" where the sandbox process died
-    reason: str = ""  # an equivalent mutant's
+    reason: str = ""  # an equivalent mutant's, or why a needs_cuda one needs more CUDA devices than were graded
 
     def as_dict(self) -> dict:
         m = self.mutant
@@ -160,7 +160,8 @@ class TargetAudit:
     def figures(self) -> dict:
         return {"made": self.made, "graded": len(self.results), "killed_visible": self.count("visible"),
                 "killed_hidden_only": self.count("hidden"), "killed_crashed": self.count("crashed"),
-                "survived": self.count("survived"), "equivalent": self.count("equivalent")}
+                "survived": self.count("survived"), "equivalent": self.count("equivalent"),
+                "needs_cuda": self.count("needs_cuda")}
 
     @property
     def survivors(self) -> list[MutantResult]:
@@ -187,14 +188,16 @@ class Audit:
 
     @property
     def totals(self) -> dict:
-        keys = ("made", "graded", "killed_visible", "killed_hidden_only", "killed_crashed", "survived", "equivalent")
+        keys = ("made", "graded", "killed_visible", "killed_hidden_only", "killed_crashed", "survived", "equivalent",
+                "needs_cuda")
         return {k: sum(t.figures[k] for t in self.targets) for k in keys}
 
     @property
     def score(self) -> float | None:
-        """The share of graded, non-equivalent mutants that some check kills."""
+        """The share of graded, non-equivalent mutants that some check kills (those that need more CUDA
+        devices than were graded are not counted: they were not measured)."""
         total = self.totals
-        counted = total["graded"] - total["equivalent"]
+        counted = total["graded"] - total["equivalent"] - total["needs_cuda"]
         return None if not counted else (counted - total["survived"]) / counted
 
     @property
@@ -217,7 +220,9 @@ def select_targets(assignment: Assignment, names: tuple[str, ...]) -> list[Targe
 
 
 def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Path]:
-    """{exercise.target: [{mutant, reason}]} from the course's equivalent-mutants file (none: {})."""
+    """{exercise.target: [{mutant, reason[, needs_cuda_devices]}]} from the course's equivalent-mutants file
+    (none: {}). An entry with ``needs_cuda_devices: N`` is a mutant only N CUDA devices can tell apart: it
+    is set aside as "needs_cuda" where fewer are graded, and graded as any other where N are."""
     path = assignment.checks_dir.parent / EQUIVALENT_FILE
     if not path.is_file():
         return {}, path
@@ -230,10 +235,12 @@ def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Pat
         raise AuditError(f"{path}: expected a mapping of exercise.target to a list of {{mutant, reason}}")
     for target, entries in data.items():
         if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and set(e) == {"mutant", "reason"} and isinstance(e["mutant"], str)
-                and isinstance(e["reason"], str) and e["reason"].strip() for e in entries):
+                isinstance(e, dict) and set(e) - {"needs_cuda_devices"} == {"mutant", "reason"}
+                and isinstance(e["mutant"], str) and isinstance(e["reason"], str) and e["reason"].strip()
+                and str(e.get("needs_cuda_devices", "1")).isdigit() for e in entries):
             raise AuditError(f"{path}: {target}: expected a list of entries, each with `mutant:` (its id, or its "
-                             f"change as `before  →  after`) and a one-line `reason:`")
+                             f"change as `before  →  after`), a one-line `reason:` and, for a mutant that only "
+                             f"CUDA devices can tell apart, `needs_cuda_devices:` (how many)")
     return data, path
 
 
@@ -290,6 +297,9 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
     say = progress or (lambda text: None)
     equivalents, equivalent_path = load_equivalents(assignment)
     targets = select_targets(assignment, names)
+    import torch
+
+    cuda_devices = torch.cuda.device_count() if device != "cpu" and torch.cuda.is_available() else 0
     plan: list[tuple[Target, list[Mutant], int]] = []
     for target in targets:
         path = assignment.reference_dir / f"{target.exercise}.py"
@@ -389,6 +399,16 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
         rows = [results[m.id + m.target] for m in mutants]
         for row in rows:
             entry = next((e for e in equivalents.get(target.qualname, ()) if _matches(e, row.mutant)), None)
+            needs = int(entry.get("needs_cuda_devices", 0)) if entry is not None else 0
+            if needs and cuda_devices >= needs:
+                entry = None  # measurable here: graded as any other mutant
+            elif needs:
+                if row.verdict == "survived":
+                    row.verdict, row.reason = "needs_cuda", " ".join(entry["reason"].split())
+                else:
+                    notes.append(f"{equivalent_path.name}: {target.qualname}: {row.mutant.id} is marked as needing "
+                                 f"{needs} CUDA device(s) but {', '.join(row.killed_by) or 'a check'} kills it here")
+                continue
             if entry is not None:
                 if row.verdict != "survived":
                     notes.append(f"{equivalent_path.name}: {target.qualname}: {row.mutant.id} is marked equivalent "
@@ -481,10 +501,14 @@ def lines(audit: Audit) -> list[str]:
         sampled = f" (of {f['made']})" if f["graded"] != f["made"] else ""
         out.append(f"{t.qualname}: {f['graded']} mutants{sampled}: {f['killed_visible']} killed by a visible check, "
                    f"{f['killed_hidden_only']} only by hidden checks, {f['killed_crashed']} crashed, "
-                   f"{f['survived']} survived, {f['equivalent']} equivalent")
+                   f"{f['survived']} survived, {f['equivalent']} equivalent"
+                   + (f", {f['needs_cuda']} need more CUDA devices than graded here" if f["needs_cuda"] else ""))
         for r in t.results:
             if r.verdict == "survived":
                 out.append(f"  survived {r.mutant.id}  {r.mutant.diff}")
+        for r in t.results:
+            if r.verdict == "needs_cuda":
+                out.append(f"  needs CUDA {r.mutant.id}  {r.mutant.diff}  ({r.reason})")
         for r in t.results:
             if r.verdict == "hidden":
                 out.append(f"  hidden only {r.mutant.id}  {r.mutant.diff}")
@@ -505,6 +529,7 @@ def lines(audit: Audit) -> list[str]:
     out.append(f"{total['graded']} mutants graded in {audit.seconds:.1f} s: {total['killed_visible']} killed by a visible "
                f"check, {total['killed_hidden_only']} only by hidden checks, {total['killed_crashed']} crashed, "
                f"{total['survived']} survived, {total['equivalent']} equivalent"
+               + (f", {total['needs_cuda']} need more CUDA devices than graded here" if total["needs_cuda"] else "")
                + (f"; {score:.0%} of the non-equivalent ones killed" if score is not None else ""))
     return out
 

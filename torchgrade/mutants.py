@@ -14,7 +14,9 @@ make with tensor code, not a generic catalogue:
 - ``branch``: a case handled early forgotten (``if ...: return ...`` with no ``else`` removed);
 - ``default``: a default argument of the target's signature changed (a number by one, a bool flipped);
 - ``call``: a call dropped (``x.clone()`` to ``x``: ``clone``, ``contiguous``, ``detach``; ``x.to(device)``
-  to ``x``: ``to``, ``cuda``, ``cpu``, ``float``, ...), swapped
+  to ``x``: ``to``, ``cuda``, ``cpu``, ``float``, ...; a layer the forward pass forgets,
+  ``self.act(h)`` to ``h``; another function of the exercise not called, ``shard(batch, r, n)`` to
+  ``batch``), swapped
   for its usual confusion (``sum``/``mean``, ``max``/``min``, ``zeros`` to ``empty``, ...), made
   out of place (``x.add_(y)`` to ``x.add(y)``), or a keyword such as ``device=`` or ``dtype=`` dropped;
 - ``inplace``: an argument changed in place (``x * m`` to ``x.mul_(m)`` where ``x`` is a parameter);
@@ -147,6 +149,7 @@ class _Maker:
         self.signatures = signatures
         self.own: set[int] = set()  # the target's own lines (its parameters are only its own there)
         self.mutants: list[Mutant] = []
+        self.siblings: set[str] = set()  # the module's public functions and classes (the exercise's targets)
 
     def inside(self, node: ast.AST) -> bool:
         return all(n in self.lines for n in range(node.lineno, node.end_lineno + 1))
@@ -235,6 +238,12 @@ class _Maker:
         if isinstance(func, ast.Attribute) and name in _DROP and not node.args and not node.keywords \
                 or isinstance(func, ast.Attribute) and name in _DROP_WITH_ARGUMENTS:
             self.add("call", node, func.value)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred) and not node.keywords:
+            self.add("call", node, node.args[0])  # a layer (or transform) the forward pass forgets: self.act(h) -> h
+        if isinstance(func, ast.Name) and name in self.siblings and node.args \
+                and not isinstance(node.args[0], ast.Starred):
+            self.add("call", node, node.args[0])  # another function of the exercise not called: shard(batch, ...) -> batch
         if name in _SWAP:
             new = copy.deepcopy(node)
             if isinstance(new.func, ast.Attribute):
@@ -285,6 +294,8 @@ def make_mutants(path: Path, exercise: str, name: str) -> list[Mutant]:
     lines, signatures, params, own = regions(tree, source.splitlines(), name)
     maker = _Maker(source, path.name, f"{exercise}.{name}", lines, signatures, params)
     maker.own = own
+    maker.siblings = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                      and not n.name.startswith("_")}
     maker.visit(tree)
     unique: dict[str, Mutant] = {}
     programs = {source}

@@ -9,8 +9,10 @@ its type, or for a tensor its dtype, shape and device; and the values of tensors
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict, defaultdict, namedtuple
-from typing import Any
+from typing import Any, Iterator
+from unittest import mock
 
 import torch
 from torch import nn
@@ -133,10 +135,28 @@ def moved(target: Target, args: tuple, kwargs: dict, obj: Any = None) -> dict:
     return {"structure": structure, "values": values}
 
 
+@contextlib.contextmanager
+def cuda_answers(available: bool | None) -> Iterator[None]:
+    """torch.cuda says CUDA is (or is not) available, as on a machine with (without) one GPU; None: as it is.
+
+    pick_device's contract is what it does with torch.cuda.is_available()'s answer, so a check can ask
+    both answers on any machine (constructing torch.device("cuda") needs no GPU). device_count and
+    current_device agree with the answer, for code that asks those instead."""
+    if available is None:
+        yield
+        return
+    with mock.patch.object(torch.cuda, "is_available", lambda: available), \
+            mock.patch.object(torch.cuda, "device_count", lambda: int(available)), \
+            mock.patch.object(torch.cuda, "current_device", lambda: 0):
+        yield
+
+
 @probe
-def chosen_device(target: Target, args: tuple, kwargs: dict) -> dict:
-    """Call pick_device; report the class of the result and, for a torch.device, its type ('cpu', 'cuda')."""
-    result = target(*args, **kwargs)
+def chosen_device(target: Target, args: tuple, kwargs: dict, cuda_available: bool | None = None) -> dict:
+    """Call pick_device (with torch.cuda answering `cuda_available`, see cuda_answers); report the class of
+    the result and, for a torch.device, its type ('cpu', 'cuda')."""
+    with cuda_answers(cuda_available):
+        result = target(*args, **kwargs)
     if not isinstance(result, torch.device):
         return {"class": type_name(result), "device type": None}
     return {"class": "torch.device", "device type": result.type}

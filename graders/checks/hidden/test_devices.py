@@ -11,7 +11,7 @@ from graders.checks.visible.test_devices import destination, hint, moved, namedt
 @pytest.mark.parametrize("prefer", ["mps", "xpu"])
 def test_returns_the_cpu_for_any_other_preference(check, prefer):
     with hint(f'pick_device("{prefer}") is torch.device("cpu"): only "cuda" may give another device.'):
-        check(prefer, probe="chosen_device")
+        check(prefer, probe="chosen_device", options={"cuda_available": True})
 
 
 @pytest.mark.target("to_device")

@@ -79,6 +79,8 @@ def test_returns_the_cpu_when_asked_for_the_cpu(check, device):
     with hint('pick_device("cpu") is torch.device("cpu") on every machine: look at `prefer` before asking '
               "whether CUDA is available."):
         check("cpu", probe="chosen_device")
+        # and as on a machine with a GPU, whatever this one has
+        check("cpu", probe="chosen_device", options={"cuda_available": True})
 
 
 @pytest.mark.target("pick_device")
@@ -87,6 +89,10 @@ def test_returns_cuda_exactly_when_it_is_available(check):
               '(call it: the bare function is always true), else torch.device("cpu").'):
         check(probe="chosen_device")
         check("cuda", probe="chosen_device")
+        # as on a machine with a GPU and on one without, whatever this one has
+        for available in (True, False):
+            check(probe="chosen_device", options={"cuda_available": available})
+            check("cuda", probe="chosen_device", options={"cuda_available": available})
 
 
 @pytest.mark.target("to_device")
@@ -111,7 +117,7 @@ def test_keeps_tuples_as_tuples_and_named_tuples_as_their_own_type(check, device
 @pytest.mark.target("pick_device")
 def test_returns_the_cpu_for_a_preference_other_than_cuda(check):
     with hint('pick_device("mps") (or any prefer other than "cuda") is torch.device("cpu").'):
-        check("mps", probe="chosen_device")
+        check("mps", probe="chosen_device", options={"cuda_available": True})
 
 
 @pytest.mark.target("to_device")

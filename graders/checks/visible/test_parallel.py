@@ -95,8 +95,21 @@ def test_raises_type_error_for_an_item_that_is_not_a_tensor(check, device):
 
 
 @pytest.mark.target("broadcast_parameters")
-def test_every_rank_ends_with_the_parameters_and_buffers_of_the_src_rank(check, device):
-    check("tiny_net", kwargs={"src": 1}, probe="ddp_broadcast", options={"device": device, "seed": 3}, exact=True)
+def test_every_rank_ends_with_the_src_ranks_parameters_a_strided_one_included(check, device):
+    # strided_net's head.weight is w[:, ::2] of a wider tensor (not contiguous); rank 1 is the source
+    check("strided_net", kwargs={"src": 1}, probe="ddp_broadcast", options={"device": device, "seed": 3}, exact=True)
+
+
+@pytest.mark.target("average_gradients")
+def test_averages_a_gradient_that_is_not_contiguous(check, device):
+    # strided_net's head.weight and its .grad are strided views (every other column of a wider tensor)
+    check("strided_net", probe="ddp_average", options={"device": device, "seed": 9})
+
+
+@pytest.mark.target("shard")
+def test_keeps_a_named_tuple_batch_that_named_tuple(check, device):
+    # the batch is passed as Batch(inputs, labels), a collections.namedtuple
+    check(batch(check, 10, rows=6, device=device), 1, 2, probe="named_batch")
 
 
 @pytest.mark.target("ddp_train_step")

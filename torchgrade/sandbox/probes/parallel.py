@@ -90,11 +90,23 @@ class TinyNet(nn.Module):
         return self.head(torch.tanh(self.body(x))) * self.scale + self.offset
 
 
+def strided_net() -> nn.Module:
+    """TinyNet whose ``head.weight`` is a strided view (every other column of a wider tensor): a parameter
+    that is not contiguous, which ``dist.broadcast`` and ``dist.all_reduce`` on gloo silently garble."""
+    model = TinyNet()
+    weight = model.head.weight.detach()
+    wide = torch.zeros(weight.shape[0], 2 * weight.shape[1], dtype=weight.dtype)
+    wide[:, ::2] = weight
+    model.head.weight = nn.Parameter(wide[:, ::2])
+    return model
+
+
 #: Architectures a check may name; each takes FEATURES inputs and gives CLASSES outputs.
 MODELS: dict[str, Callable[[], nn.Module]] = {
     "linear": lambda: nn.Linear(FEATURES, CLASSES),
     "tiny_net": TinyNet,
     "tiny_net_with_spare": lambda: TinyNet(spare=True),
+    "strided_net": strided_net,
     "batchnorm_net": lambda: nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8), nn.Tanh(),
                                            nn.Linear(8, CLASSES)),
 }
@@ -180,7 +192,9 @@ def _average(target: Target, rank: int, device: torch.device, args: tuple, kwarg
     generator = torch.Generator().manual_seed(seed * 100 + rank)
     for name, p in model.named_parameters():
         if p.requires_grad and "spare" not in name:
-            p.grad = torch.randn(p.shape, generator=generator, dtype=p.dtype).to(device)
+            grad = torch.randn(p.shape, generator=generator, dtype=p.dtype).to(device)
+            # laid out like its parameter (as autograd lays out a dense one's): strided for strided_net
+            p.grad = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=device).copy_(grad)
     target(model, *args[1:], **kwargs)
     return {"gradients": {name: p.grad for name, p in model.named_parameters()}}
 
