@@ -214,7 +214,7 @@ def available_levels() -> tuple[str, ...]:
 #: also graded at every other level this machine offers.
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
-               "private_aliases", "private_aliases_tensors", "numpy_does_it")
+               "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy")
 
 
 @pytest.mark.parametrize("level", LEVELS)

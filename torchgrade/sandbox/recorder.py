@@ -36,6 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
 from ..forbidden import DISPATCHER, PRIVATE, TAMPERED
+from . import arrays
 from .entries import CONVERTERS, entries
 
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
@@ -269,11 +270,13 @@ class DispatchWatch:
         # not recorded at all (the profiler's cost is per event). Other threads are recorded whole.
         _REAL["_enable_record_function"](False)
         _armed = self
+        arrays.arm(self, self.mode.submission)
         self.mode.marker = f"torchgrade::seen::{self.nonce}"
         self.mode.marked = 0
         try:
             yield
         finally:
+            arrays.disarm()
             _armed = None
             self.mode.marker = None
             _REAL["_enable_record_function"](True)
@@ -291,6 +294,7 @@ class DispatchWatch:
         self._depth += 1
         if self._depth == 1:
             _REAL["_enable_record_function"](True)
+            sys.setprofile(arrays.profile)  # calls into numpy's code (torchgrade.sandbox.arrays)
         try:
             with _Marker(f"torchgrade::watch::{self.nonce}"), self.mode:
                 try:
@@ -301,7 +305,15 @@ class DispatchWatch:
             self.windows += 1
             self._depth -= 1
             if self._depth == 0:
+                if sys.getprofile() is not arrays.profile:
+                    self.tampered.append("replaced the grader's profile hook")
+                sys.setprofile(None)
                 _REAL["_enable_record_function"](False)
+
+    @property
+    def depth(self) -> int:
+        """How many windows are open in the probe's thread (0: the probe's own code runs)."""
+        return self._depth
 
     def _audit(self, depth: int) -> None:
         """After the student's code: the mode is where it was put, and torch functions are on."""
