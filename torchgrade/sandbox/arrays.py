@@ -65,9 +65,13 @@ def _record(state: tuple[Any, str, int], frame: Any, what: str) -> None:
             where = f"{filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
             break
         if what == "numpy" and _library(frame.f_globals.get("__name__")):
-            what = f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}"
+            what = f"{frame.f_globals['__name__']}.{_qualname(frame.f_code)}"
         frame = frame.f_back
     watch.mode.calls.setdefault(f"{ARRAYS}{what}", where or "run time, in a thread of its own")
+
+
+def _qualname(code: Any) -> str:
+    return getattr(code, "co_qualname", code.co_name)  # (Python 3.10 has no co_qualname)
 
 
 def _allocated(frame: Any) -> None:
@@ -139,15 +143,18 @@ def watch_numpy_allocator() -> bool:
 def profile(frame: Any, event: str, arg: Any) -> None:
     """The profile hook of the student's windows: a call into an array library's code or builtins."""
     state = _state
-    if state is None:
+    if state is None or event not in ("call", "c_call"):
         return
-    if event == "call":
-        name = _library(frame.f_globals.get("__name__"))
-        if name is not None:
-            _record(state, frame, f"{name}.{frame.f_code.co_qualname}")
-    elif event == "c_call":
+    try:  # (a profile function that raises is removed: the audit would take that for tampering)
+        if event == "call":
+            name = _library(frame.f_globals.get("__name__"))
+            if name is not None:
+                _record(state, frame, f"{name}.{_qualname(frame.f_code)}")
+            return
         owner = getattr(arg, "__self__", None)  # a module (np.frombuffer) or an array (its methods)
         name = _library(getattr(arg, "__module__", None)) or (
             _library(owner) if isinstance(owner, type(sys)) else _library(type(owner).__module__))
         if name is not None:
             _record(state, frame, f"{name}.{getattr(arg, '__qualname__', None) or getattr(arg, '__name__', '?')}")
+    except Exception:
+        pass
