@@ -1,6 +1,10 @@
 """Data-parallel training: by hand with ``torch.distributed``, then with PyTorch's DDP wrapper.
 
 (数据并行训练：用 torch.distributed 手写切分数据、同步参数、平均梯度，再对照 DistributedDataParallel。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 from __future__ import annotations

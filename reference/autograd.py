@@ -1,6 +1,10 @@
 """Autograd mechanics: vector-Jacobian products, Jacobians, second derivatives, accumulation, SGD.
 
 (自动求导机制：向量-雅可比积、雅可比矩阵、二阶导数、梯度累加与手写 SGD 更新。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Convolution and pooling by hand: cross-correlation, padding, output sizes, pooling and a Conv2D layer.
 
 (手写卷积与池化：互相关、填充、输出尺寸公式、最大/平均池化，以及一个可学习的 Conv2D 层。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 import operator

@@ -1,6 +1,10 @@
 """Custom ``torch.autograd.Function``s: forward and backward written by hand.
 
 (自定义 ``torch.autograd.Function``：亲手写前向与反向传播。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 from __future__ import annotations

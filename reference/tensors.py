@@ -1,6 +1,10 @@
 """Tensors by hand: views, broadcasting, scatter and gather built from strides and indexing.
 
 (张量手写实现：用步长与索引实现 view、广播、scatter、gather 与 one_hot。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 import operator

@@ -1,6 +1,10 @@
 """The training workflow: seeding, one optimisation step, evaluation and a full training loop.
 
 (训练流程：设置随机种子、单步训练、模型评估，以及完整的训练循环。)
+
+Where a function below lists forbidden calls, it may not use numpy or another array library either,
+not even on copies of its values (`x.tolist()`): what they compute cannot be watched.
+(列出禁用调用的函数也不得使用 numpy 或其他数组库，即使作用于数值的副本：它们的计算无法被监视。)
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ class ForbiddenCall:
             return (f"forbidden call: {target} may not hand its tensors to numpy or another array library, nor take "
                     f"arrays from one, where calls are forbidden (here `{self.name}`: what they compute cannot be "
                     f"watched), found at {self.where}")
+        if self.pattern == ARRAYS:
+            return (f"forbidden call: {target} may not use numpy or another array library, where calls are forbidden "
+                    f"(here `{self.name}`: what it computes cannot be watched), found at {self.where}")
         rule = f"`{self.pattern}`" if self.pattern == self.name else f"`{self.pattern}` (here `{self.name}`)"
         return f"forbidden call: {target} may not use {rule}, found at {self.where}"
 
@@ -65,6 +68,8 @@ TAMPERED = "<recorder switched off>"
 #: not watched). See torchgrade.sandbox.entries.
 PRIVATE = "<private> "
 BRIDGE = "<bridge> "
+#: ... and numpy or another array library used by the student's code (torchgrade.sandbox.arrays).
+ARRAYS = "<array library> "
 
 
 def _operation(name: str) -> tuple[str, str]:
@@ -112,10 +117,11 @@ def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list
     for name, where in calls.items():
         if not where or not isinstance(where, str) or name == TAMPERED:
             continue  # made by the probe, not the student's code
-        if patterns and name.startswith((PRIVATE, BRIDGE)):
-            kind = PRIVATE if name.startswith(PRIVATE) else BRIDGE
+        if patterns and name.startswith((PRIVATE, BRIDGE, ARRAYS)):
+            kind = next(k for k in (PRIVATE, BRIDGE, ARRAYS) if name.startswith(k))
             file, _, line = where.rpartition(":")
-            found.append(ForbiddenCall(name[len(kind):], kind, f"{file} line {line} (seen while it ran)"))
+            shown = f"{file} line {line} (seen while it ran)" if file else where  # (a thread: no line of the student's)
+            found.append(ForbiddenCall(name[len(kind):], kind, shown))
             continue
         pattern = _match_runtime(name, where, patterns)
         if pattern and where == DISPATCHER:

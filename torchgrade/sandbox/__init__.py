@@ -13,6 +13,8 @@ Layout, by side of the boundary:
 - ``portable.py`` both: the portable backend (level ``process``; macOS, Windows): each worker a fresh
   Python started with ``subprocess``, over pipes, killed with its process tree (psutil).
 - ``worker.py`` sandbox: isolates itself, imports the student's module and runs probes on it.
+- ``recorder.py``, ``entries.py`` sandbox: what torch ran while the student's code ran, by name.
+- ``arrays.py`` sandbox: numpy and other array libraries used where calls are forbidden.
 - ``probes.py`` both: the scenarios a check asks for; the same code runs the reference (trusted)
   and the student's code (sandbox), and describes the outcome as plain data.
 """

@@ -15,7 +15,11 @@ temporary folders (zygote.clean) or, at level process, by ``Leftovers``.
 - ``Leftovers``: at level process (no user, maybe no namespace of its own), what appeared while a
   submission was graded, made by the grader's user and not by the grader itself, is removed after it.
 
-Linux lists the objects in /proc/sysvipc; elsewhere (macOS) nothing is listed, so nothing is removed.
+POSIX message queues (``mq_open``) live in the IPC namespace too; they are listed, and removed, where an
+mqueue file system is mounted on /dev/mqueue for it (bubblewrap's ``--mqueue``, ``mount_queues``).
+
+Linux lists System V objects in /proc/sysvipc; elsewhere (macOS) nothing is listed, so nothing is removed,
+and nothing fails either.
 """
 
 from __future__ import annotations
@@ -30,12 +34,18 @@ import sys
 from dataclasses import dataclass
 
 KINDS = ("shm", "sem", "msg")
+#: Where Linux lists the System V objects of the reader's IPC namespace.
+SYSVIPC = "/proc/sysvipc"
 IPC_RMID = 0
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 #: Where POSIX shared memory and named semaphores live (Linux).
 POSIX_SHM = "/dev/shm"
+#: Where POSIX message queues are listed (Linux): an mqueue file system shows the queues of the IPC namespace
+#: of the process that mounted it. Bubblewrap mounts one for the sandbox's (--mqueue), the zygote without
+#: it one for its own; a host may have none (then a queue can be opened by name, not listed).
+MQUEUE = "/dev/mqueue"
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ def objects() -> list[Object]:
     found = []
     for kind in KINDS:
         try:
-            with open(f"/proc/sysvipc/{kind}") as f:
+            with open(f"{SYSVIPC}/{kind}") as f:
                 header, *rows = f.read().splitlines()
         except (OSError, ValueError):
             continue
@@ -86,8 +96,69 @@ def remove(obj: Object) -> bool:
 
 
 def remove_owned(uid: int) -> int:
-    """Remove every object that `uid` owns or made (the caller runs as `uid`, or may remove any); how many."""
-    return sum(remove(o) for o in objects() if uid in (o.uid, o.cuid))
+    """Remove every object that `uid` owns or made, System V and POSIX message queues (the caller runs as
+    `uid`, or may remove any); how many."""
+    return sum(remove(o) for o in objects() if uid in (o.uid, o.cuid)) + sum(
+        _unlink(os.path.join(MQUEUE, name), uid) for name in queues())
+
+
+def queues() -> list[str]:
+    """The POSIX message queues listed in /dev/mqueue ([] where nothing is mounted there)."""
+    try:
+        return os.listdir(MQUEUE)
+    except OSError:
+        return []
+
+
+def _unlink(path: str, uid: int) -> bool:
+    """Remove a file of `uid`'s (unlinking a file of the mqueue file system is `mq_unlink`)."""
+    try:
+        if os.lstat(path).st_uid != uid:
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+def _rt():
+    try:
+        return ctypes.CDLL("librt.so.1", use_errno=True)  # glibc before 2.34 keeps mq_* there
+    except OSError:
+        return _libc()
+
+
+def queue_exists(name: str) -> bool:
+    """Whether the POSIX message queue `name` ("/name") exists in this IPC namespace (for tests: by name,
+    where no /dev/mqueue lists it). False where there are no POSIX queues (macOS)."""
+    rt = _rt()
+    if not hasattr(rt, "mq_open"):
+        return False
+    rt.mq_open.argtypes = (ctypes.c_char_p, ctypes.c_int)
+    fd = rt.mq_open(name.encode(), os.O_RDONLY)
+    if fd < 0:
+        return False
+    rt.mq_close(fd)
+    return True
+
+
+def unlink_queue(name: str) -> bool:
+    """`mq_unlink(name)`; whether it went."""
+    rt = _rt()
+    return hasattr(rt, "mq_unlink") and rt.mq_unlink(name.encode()) == 0
+
+
+def mount_queues() -> bool:
+    """Mount an mqueue file system on /dev/mqueue for this process's IPC namespace, in its mount namespace
+    (Linux, with CAP_SYS_ADMIN, after `private_posix_shm`); whether it could."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = _libc()
+    try:
+        os.makedirs(MQUEUE, exist_ok=True)
+        return libc.mount(b"mqueue", MQUEUE.encode(), b"mqueue", ctypes.c_ulong(MS_NOSUID | MS_NODEV), None) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def own_namespace() -> bool:
@@ -129,6 +200,7 @@ class Leftovers:
         self.uid = os.geteuid() if hasattr(os, "geteuid") else -1
         self.before = {(o.kind, o.id, o.key) for o in objects()}
         self.files = set(_posix_shm())
+        self.queues = set(queues())
 
     def remove(self) -> int:
         """Remove what appeared since; how many objects and files."""
@@ -146,6 +218,8 @@ class Leftovers:
                     else:
                         os.unlink(path)
                     removed += 1
+        for name in set(queues()) - self.queues:
+            removed += _unlink(os.path.join(MQUEUE, name), self.uid)
         return removed
 
 

@@ -172,6 +172,8 @@ def _bwrap_plan(bwrap: str, box: str, user: tuple[int, int] | None) -> Plan:
     size = ["--size", str(TMPFS_BYTES)] if "--size" in _bwrap_help(bwrap) else []
     for folder in ("/tmp", "/dev/shm"):
         args += [*size, "--perms", "01777", "--tmpfs", folder]
+    if "--mqueue" in _bwrap_help(bwrap):  # the sandbox's POSIX message queues, listed for the zygote to remove
+        args += ["--mqueue", "/dev/mqueue"]
     made: set[str] = set()
     for path in readable_dirs():
         for parent in reversed(Path(path).parents[:-1]):  # made world-traversable, not 0700 as bwrap would

@@ -36,6 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
 from ..forbidden import DISPATCHER, PRIVATE, TAMPERED
+from . import arrays
 from .entries import CONVERTERS, entries
 
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
@@ -77,6 +78,18 @@ class CallRecorder(TorchFunctionMode):
         self._named.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # A call the mode sees is torch's work, not the student's: the array-library hook of the student's
+        # windows (torchgrade.sandbox.arrays) is off while it runs, for its events were most of its cost.
+        hook = sys.getprofile()
+        if hook is not arrays.profile:
+            return self._call(func, types, args, kwargs)
+        sys.setprofile(None)
+        try:
+            return self._call(func, types, args, kwargs)
+        finally:
+            sys.setprofile(hook)
+
+    def _call(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", None) or repr(func)
         if name in ("__get__", "__set__"):  # a property: name it by the attribute
             name = getattr(getattr(func, "__self__", None), "__name__", name)
@@ -84,7 +97,7 @@ class CallRecorder(TorchFunctionMode):
             self.calls[name] = self._student_line()
         # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
         # whether it is private, a bridge to numpy, or run from torch's Python code on the student's behalf.
-        caller = sys._getframe(1)
+        caller = sys._getframe(2)  # (past __torch_function__)
         if not caller.f_code.co_filename.startswith(self.submission):  # (the usual case needs no more)
             own = getattr(getattr(func, "__func__", func), "__code__", None)
             while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
@@ -113,7 +126,7 @@ class CallRecorder(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
 
     def _student_line(self) -> str:
-        return student_line(sys._getframe(2), self.submission)
+        return student_line(sys._getframe(3), self.submission)
 
     def _through(self, frame: Any) -> None:
         """A call made by torch's Python code: name its frames up to the student's (none: not the student's)."""
@@ -269,11 +282,13 @@ class DispatchWatch:
         # not recorded at all (the profiler's cost is per event). Other threads are recorded whole.
         _REAL["_enable_record_function"](False)
         _armed = self
+        arrays.arm(self, self.mode.submission)
         self.mode.marker = f"torchgrade::seen::{self.nonce}"
         self.mode.marked = 0
         try:
             yield
         finally:
+            arrays.disarm()
             _armed = None
             self.mode.marker = None
             _REAL["_enable_record_function"](True)
@@ -291,6 +306,7 @@ class DispatchWatch:
         self._depth += 1
         if self._depth == 1:
             _REAL["_enable_record_function"](True)
+            sys.setprofile(arrays.profile)  # calls into numpy's code (torchgrade.sandbox.arrays)
         try:
             with _Marker(f"torchgrade::watch::{self.nonce}"), self.mode:
                 try:
@@ -301,7 +317,15 @@ class DispatchWatch:
             self.windows += 1
             self._depth -= 1
             if self._depth == 0:
+                if sys.getprofile() is not arrays.profile:
+                    self.tampered.append("replaced the grader's profile hook")
+                sys.setprofile(None)
                 _REAL["_enable_record_function"](False)
+
+    @property
+    def depth(self) -> int:
+        """How many windows are open in the probe's thread (0: the probe's own code runs)."""
+        return self._depth
 
     def _audit(self, depth: int) -> None:
         """After the student's code: the mode is where it was put, and torch functions are on."""

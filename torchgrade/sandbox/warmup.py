@@ -66,6 +66,7 @@ def prepare(probes: str | None) -> str | None:
         from . import worker  # noqa: F401  (imports torch)
         from .probes import ProbeLoadError, load_course
         from .entries import entries
+        from .arrays import watch_numpy_allocator
         from .recorder import guard_kernel_entries, guard_switches
 
         try:
@@ -76,4 +77,5 @@ def prepare(probes: str | None) -> str | None:
         entries()  # torch's entry points named once, for every worker forked from here
         guard_switches()
         guard_kernel_entries()
+        watch_numpy_allocator()
     return None

@@ -130,7 +130,8 @@ def clean(folders: list[str], uid: int | None, everything: bool) -> None:
 
 
 def clean_ipc(user: tuple[int, int] | None) -> None:
-    """Remove the System V IPC objects the sandbox user made (every one, in a namespace of the zygote's own):
+    """Remove the System V IPC objects and POSIX message queues the sandbox user made (every one, in a
+    namespace of the zygote's own):
     as that user, in a child (the zygote may not remove another user's objects)."""
     pid = os.fork()
     if pid == 0:
@@ -197,6 +198,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
         if ipc.private_posix_shm(int(config.get("shm_bytes") or 0) or 256 * 1024**2):
             config = {**config, "clean": [f for f in config.get("clean", []) if f != ipc.POSIX_SHM]}
             config["clean_private"] = [ipc.POSIX_SHM]
+            ipc.mount_queues()  # (in that mount namespace) its POSIX message queues, listed to be removed
     user = tuple(config["user"]) if config.get("user") else None
     if config.get("level_only"):  # a grader that only learns the level: the sandbox and its user work
         why = check_user(user)
