@@ -34,6 +34,15 @@ def test_pick_device_that_ignores_prefer_loses_points_on_a_machine_without_cuda_
     assert lost_targets(g) == {"devices.pick_device"}
 
 
+def test_pick_device_that_imported_is_available_by_name_keeps_full_marks(grade):
+    """The checks ask as on a machine with and without a GPU; code that imported torch.cuda's function by
+    name gets the same answers as code that calls torch.cuda.is_available()."""
+    g = grade(only=("devices.pick_device",), replace={"devices": [
+        ("\nimport torch\n", "\nimport torch\nfrom torch.cuda import is_available\n"),
+        ('    if str(prefer) == "cuda" and torch.cuda.is_available():\n', '    if str(prefer) == "cuda" and is_available():\n')]})
+    assert lost_targets(g) == set()
+
+
 def test_to_device_that_turns_tuples_into_lists_loses_to_device_points(grade):
     g = grade(only=("devices",), **wrapped_to_device(
         "    if isinstance(obj, tuple):\n        return [to_device(item, device) for item in obj]\n"))

@@ -122,6 +122,12 @@ def split(grade, attack: Attack) -> tuple[dict, dict]:
     return hit, {t: p for t, p in points.items() if t not in hit}
 
 
+def forged(grade, attack: Attack, hit: dict) -> list[str]:
+    """The checks of the attacked targets that kept points, less those the attack answers honestly."""
+    return [t.name for t in grade.tests if f"{t.exercise}.{t.target}" in hit and t.score > 0
+            and not any(word in t.name for word in attack.honest)]
+
+
 def survivors(mark: str) -> list[int]:
     """Live processes named `mark` (every process an attack starts renames itself so). A zombie is dead:
     one the portable backend killed is re-parented to init, and where init does not reap it stays listed."""
@@ -155,7 +161,7 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
     hit, others = split(g, attack)
 
     assert g.isolation == best_level
-    assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
+    assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), \
         [(t.name, t.output[:3000]) for t in g.tests if t.status not in ("passed", "skipped") and f"{t.exercise}.{t.target}" in others]
     if attack.message:
@@ -230,7 +236,7 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
     g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
     hit, others = split(g, attack)
     assert g.isolation == level
-    assert hit and all(maximum > 0 and score == 0 for score, maximum in hit.values()), hit
+    assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), others
     deadline = time.monotonic() + 5
     while survivors(arena.mark) and time.monotonic() < deadline:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict, defaultdict, namedtuple
 from typing import Any, Iterator
-from unittest import mock
 
 import torch
 from torch import nn
@@ -135,20 +134,45 @@ def moved(target: Target, args: tuple, kwargs: dict, obj: Any = None) -> dict:
     return {"structure": structure, "values": values}
 
 
+def _true() -> bool:
+    return True
+
+
+def _false() -> bool:
+    return False
+
+
+def _one() -> int:
+    return 1
+
+
+def _zero() -> int:
+    return 0
+
+
 @contextlib.contextmanager
 def cuda_answers(available: bool | None) -> Iterator[None]:
     """torch.cuda says CUDA is (or is not) available, as on a machine with (without) one GPU; None: as it is.
 
     pick_device's contract is what it does with torch.cuda.is_available()'s answer, so a check can ask
     both answers on any machine (constructing torch.device("cuda") needs no GPU). device_count and
-    current_device agree with the answer, for code that asks those instead."""
+    current_device agree with the answer, for code that asks those instead. The functions' code is
+    swapped rather than torch.cuda's names, so that code which imported them by name (``from torch.cuda
+    import is_available``) gets the same answer."""
     if available is None:
         yield
         return
-    with mock.patch.object(torch.cuda, "is_available", lambda: available), \
-            mock.patch.object(torch.cuda, "device_count", lambda: int(available)), \
-            mock.patch.object(torch.cuda, "current_device", lambda: 0):
+    answers = {torch.cuda.is_available: _true if available else _false,
+               torch.cuda.device_count: _one if available else _zero,
+               torch.cuda.current_device: _zero}
+    saved = {function: function.__code__ for function in answers}
+    try:
+        for function, answer in answers.items():
+            function.__code__ = answer.__code__
         yield
+    finally:
+        for function, code in saved.items():
+            function.__code__ = code
 
 
 @probe

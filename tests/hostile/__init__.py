@@ -36,6 +36,10 @@ class Attack:
     #: Run at isolation level "process", the attack succeeds (the attacked targets get full marks):
     #: proof that it is real, and that the stronger level is what stops it.
     works_unisolated: bool = False
+    #: Checks of the attacked targets (words of their names) that the attack's own code answers rightly
+    #: without the forbidden call: where its forbidden call lands between two watches (a thread's timing,
+    #: under load), no watch sees it and these keep their points, earned; every other check still fails.
+    honest: tuple[str, ...] = ()
     #: Text (followed by the arena's nonce) that the attack prints or raises only in hidden checks: it
     #: must be in the instructor's copy and nowhere in the student's; `shown` is its visible checks' own.
     secret: str = ""
@@ -82,7 +86,7 @@ ATTACKS = (
     Attack("numpy_through_a_copy", ("tensors.view", "tensors.gather", "tensors.one_hot", "tensors.broadcast_shape"),
            untouched=("tensors.scatter_", "conv.conv_output_size"), message="numpy"),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
-    Attack("fill_after_watch", ("tensors.one_hot",)),
+    Attack("fill_after_watch", ("tensors.one_hot",), honest=("empty_result_for_empty_labels", "raises_runtime_error")),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
            message="may not switch off the grader's call recorder"),
     # Crashing or leaving: each costs only the attacked target (or, at import, the module).

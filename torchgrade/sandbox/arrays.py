@@ -65,13 +65,14 @@ def _record(state: tuple[Any, str, int], frame: Any, what: str) -> None:
             where = f"{filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
             break
         if what == "numpy" and _library(frame.f_globals.get("__name__")):
-            what = f"{frame.f_globals['__name__']}.{_qualname(frame.f_code)}"
+            what = f"{frame.f_globals['__name__']}.{qualname(frame.f_code)}"
         frame = frame.f_back
     watch.mode.calls.setdefault(f"{ARRAYS}{what}", where or "run time, in a thread of its own")
 
 
-def _qualname(code: Any) -> str:
-    return getattr(code, "co_qualname", code.co_name)  # (Python 3.10 has no co_qualname)
+def qualname(code: Any) -> str:
+    """A code object's qualified name (its bare name on Python 3.10, which has no co_qualname)."""
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def _allocated(frame: Any) -> None:
@@ -149,7 +150,7 @@ def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             name = _library(frame.f_globals.get("__name__"))
             if name is not None:
-                _record(state, frame, f"{name}.{_qualname(frame.f_code)}")
+                _record(state, frame, f"{name}.{qualname(frame.f_code)}")
             return
         owner = getattr(arg, "__self__", None)  # a module (np.frombuffer) or an array (its methods)
         name = _library(getattr(arg, "__module__", None)) or (

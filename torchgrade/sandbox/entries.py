@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..forbidden import BRIDGE, PRIVATE
+from .arrays import qualname as code_qualname
 
 #: Torch's public namespaces, by the dotted name a student's source would use.
 PUBLIC_NAMESPACES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn", "torch.nn.init", "torch.linalg",
@@ -140,14 +141,14 @@ class Entries:
     def frame(self, code: Any, module: str) -> tuple[str, ...]:
         """What to record for a frame of torch's Python code run between the student's code and a call."""
         if module.startswith(self.implementations):
-            dotted = f"{module}.{code.co_qualname}"
+            dotted = f"{module}.{code_qualname(code)}"
             return (dotted, f"{PRIVATE}{dotted}")
         public = self.codes.get(id(code))
         if public is not None:
             return (public,)
         if module.startswith(_PLUMBING) or not module.startswith("torch"):
             return ()
-        qualname = code.co_qualname.replace(".<locals>", "")
+        qualname = code_qualname(code).replace(".<locals>", "")
         found = [f"{module}.{qualname}"]
         if "." in qualname:  # a method: its class is a name too (nn.Conv2d's forward)
             found.append(f"{module}.{qualname.rsplit('.', 1)[0]}")
