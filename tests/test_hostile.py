@@ -125,7 +125,7 @@ def split(grade, attack: Attack) -> tuple[dict, dict]:
 def forged(grade, attack: Attack, hit: dict) -> list[str]:
     """The checks of the attacked targets that kept points, less those the attack answers honestly."""
     return [t.name for t in grade.tests if f"{t.exercise}.{t.target}" in hit and t.score > 0
-            and not any(word in t.name for word in attack.honest)]
+            and not any(word in t.name.lower() for word in attack.honest)]
 
 
 def survivors(mark: str) -> list[int]:
