@@ -44,6 +44,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -183,8 +184,7 @@ def standin_cost(class_dir: Path, work: Path, jobs: int, runs: int) -> float:
     """`torchgrade grade` of one class with cuda_standin off and score, `runs` times each, interleaved
     (off first, then score first, ...); prints the figures; returns the ratio of the medians."""
     seconds: dict[str, list[float]] = {"off": [], "score": []}
-    previous = os.environ.get("TORCHGRADE_CUDA_STANDIN")
-    try:
+    with mock.patch.dict(os.environ):  # (the policy of each run; the caller's environment as it was after)
         for run in range(runs):
             for policy in ("off", "score") if run % 2 == 0 else ("score", "off"):
                 os.environ["TORCHGRADE_CUDA_STANDIN"] = policy
@@ -193,11 +193,6 @@ def standin_cost(class_dir: Path, work: Path, jobs: int, runs: int) -> float:
                 seconds[policy].append(took)
                 print(f"  run {run + 1}, cuda_standin {policy:<5}: {took:7.1f} s  scores {sorted(set(scores.values()))}"
                       f"  load {os.getloadavg()[0]:.1f}{stolen(ticks)}")
-    finally:
-        if previous is None:
-            os.environ.pop("TORCHGRADE_CUDA_STANDIN", None)
-        else:
-            os.environ["TORCHGRADE_CUDA_STANDIN"] = previous
     off, score, ratio, each = standin_figures(seconds["off"], seconds["score"])
     print(f"  medians: off {off:.1f} s, score {score:.1f} s: {ratio:.2f}x (each run: "
           f"{', '.join(f'{r:.2f}' for r in each)})")

@@ -26,6 +26,7 @@ import pytest
 import yaml
 from conftest import ROOT, make_submission, points_by_target
 from hostile import ATTACKS, CORPUS, Attack
+from mqueues import queue_exists, unlink_queue
 
 from torchgrade.config import load_assignment
 from torchgrade.grading import grade_submission
@@ -202,7 +203,7 @@ def ipc_leftovers(arena: Arena) -> list:
     key = int(arena.nonce[:7], 16)
     found: list = [o for o in ipc.objects() if key <= o.key <= key + 3]
     found += [p for p in (f"/dev/shm/{arena.mark}",) if os.path.exists(p)]
-    return found + [queue for queue in (f"/{arena.mark}",) if ipc.queue_exists(queue)]
+    return found + [queue for queue in (f"/{arena.mark}",) if queue_exists(queue)]
 
 
 @functools.cache
@@ -403,7 +404,7 @@ def test_without_the_ipc_defences_shared_memory_carries_a_message_to_the_next_su
 def _remove_leftovers(arena: Arena) -> None:
     for found in ipc_leftovers(arena):
         if isinstance(found, str) and not found.startswith("/dev/"):
-            ipc.unlink_queue(found)
+            unlink_queue(found)
         elif isinstance(found, str):
             os.unlink(found)
         else:

@@ -8,6 +8,7 @@ import os
 import sys
 
 import pytest
+from mqueues import make_queue, queue_exists, unlink_queue
 
 from torchgrade.sandbox import ipc
 
@@ -38,11 +39,7 @@ def test_a_queue_that_appeared_while_a_submission_ran_is_removed_and_an_older_on
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX message queues by name: Linux")
 def test_a_queue_is_found_and_unlinked_by_name():
     name = f"/torchgrade-test-{os.getpid()}"
-    rt = ipc._rt()
-    rt.mq_open.argtypes = (ipc.ctypes.c_char_p, ipc.ctypes.c_int, ipc.ctypes.c_uint, ipc.ctypes.c_void_p)
-    fd = rt.mq_open(name.encode(), os.O_RDWR | os.O_CREAT, 0o600, None)
-    if fd < 0:
+    if not make_queue(name):
         pytest.skip("no POSIX message queues here")
-    rt.mq_close(fd)
-    assert ipc.queue_exists(name)
-    assert ipc.unlink_queue(name) and not ipc.queue_exists(name)
+    assert queue_exists(name)
+    assert unlink_queue(name) and not queue_exists(name)

@@ -121,33 +121,6 @@ def _unlink(path: str, uid: int) -> bool:
         return False
 
 
-def _rt():
-    try:
-        return ctypes.CDLL("librt.so.1", use_errno=True)  # glibc before 2.34 keeps mq_* there
-    except OSError:
-        return _libc()
-
-
-def queue_exists(name: str) -> bool:
-    """Whether the POSIX message queue `name` ("/name") exists in this IPC namespace (for tests: by name,
-    where no /dev/mqueue lists it). False where there are no POSIX queues (macOS)."""
-    rt = _rt()
-    if not hasattr(rt, "mq_open"):
-        return False
-    rt.mq_open.argtypes = (ctypes.c_char_p, ctypes.c_int)
-    fd = rt.mq_open(name.encode(), os.O_RDONLY)
-    if fd < 0:
-        return False
-    rt.mq_close(fd)
-    return True
-
-
-def unlink_queue(name: str) -> bool:
-    """`mq_unlink(name)`; whether it went."""
-    rt = _rt()
-    return hasattr(rt, "mq_unlink") and rt.mq_unlink(name.encode()) == 0
-
-
 def mount_queues() -> bool:
     """Mount an mqueue file system on /dev/mqueue for this process's IPC namespace, in its mount namespace
     (Linux, with CAP_SYS_ADMIN, after `private_posix_shm`); whether it could."""

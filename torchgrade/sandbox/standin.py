@@ -188,7 +188,7 @@ def _mapped(value: Any, fn: Any) -> Any:
                 out.append(fn(v) if isinstance(v, torch.Tensor) else v)
         return out if kind is list else tuple(out)
     if kind is dict:
-        return {k: _mapped(v, fn) for k, v in value.items()} if value else {}
+        return {k: _mapped(v, fn) for k, v in value.items()}
     return fn(value) if isinstance(value, torch.Tensor) else value
 
 
