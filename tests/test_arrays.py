@@ -62,3 +62,71 @@ def test_the_profile_hook_sees_numpy_views_that_make_no_array(watched):
         sys.setprofile(None)
         arrays.disarm()
     assert f"{ARRAYS}numpy.frombuffer" in watch.mode.calls
+
+
+@pytest.fixture
+def every_array():
+    assert arrays.watch_numpy_arrays() and arrays.watch_numpy_allocator()
+    yield
+    arrays.disarm()
+
+
+def test_a_view_numpy_decides_without_allocating_is_recorded_with_its_line(every_array):
+    memory = bytearray(6)
+    laid_out = np.ndarray(shape=(2, 3), dtype=np.uint8, buffer=memory)  # before the watch: not the student's
+    watch = _Watch(depth=1)
+    arrays.arm(watch, __file__.rsplit("/", 1)[0] + "/")
+    laid_out.shape = (3, 2)  # numpy decides the view: no call, no data of its own
+    arrays.disarm()
+    assert laid_out.strides == (2, 1)
+    assert list(watch.mode.calls) == [f"{ARRAYS}numpy"]
+    assert watch.mode.calls[f"{ARRAYS}numpy"].startswith("test_arrays.py:")
+
+
+def test_an_array_over_foreign_memory_and_a_subclass_made_later_are_recorded(every_array):
+    class Mine(np.ndarray):  # made after the wrapper, before the request (at import, say)
+        pass
+
+    inner = np.ndarray(shape=(2, 2), dtype=np.uint8, buffer=bytearray(4))
+    for make in (lambda: np.ndarray(shape=(4,), dtype=np.uint8, buffer=bytearray(4)),
+                 lambda: inner.view(Mine),
+                 lambda: inner.view(np.matrix)):  # numpy's own subclass, made before the wrapper
+        watch = _Watch(depth=1)
+        arrays.arm(watch, "/nowhere/")
+        make()
+        arrays.disarm()
+        assert f"{ARRAYS}numpy" in watch.mode.calls
+    watch = _Watch(depth=1)
+    np.ndarray(shape=(4,), dtype=np.uint8, buffer=bytearray(4))  # disarmed: nothing recorded
+    assert watch.mode.calls == {}
+
+
+def test_a_thread_started_before_the_watch_has_the_profile_hook_for_libraries_that_make_no_array(every_array):
+    import _thread
+
+    import sympy
+
+    arrays.watch_threads()
+    asks, done = threading.Event(), threading.Event()
+
+    def serve():  # started before the request is armed, like a thread a module starts at import
+        asks.wait(10)
+        sympy.Matrix([[1, 2], [3, 4]]).reshape(4, 1)
+        done.set()
+
+    _thread.start_new_thread(serve, ())
+    watch = _Watch(depth=0)
+    arrays.arm(watch, "/nowhere/")
+    asks.set()
+    assert done.wait(20)
+    arrays.disarm()
+    assert any(name.startswith(f"{ARRAYS}sympy.") for name in watch.mode.calls), watch.mode.calls
+
+
+def test_a_subclass_of_ndarray_made_while_a_request_runs_is_recorded(every_array):
+    watch = _Watch(depth=1)
+    arrays.arm(watch, "/nowhere/")
+    kind = type("Made", (np.ndarray,), {})  # a type's call: no event, and CPython's own allocator
+    kind(shape=(2,), dtype=np.uint8, buffer=bytearray(2)).shape = (1, 2)
+    arrays.disarm()
+    assert f"{ARRAYS}numpy.ndarray subclass Made" in watch.mode.calls

@@ -5,6 +5,7 @@ The whole path (planted by one submission, gone for the next) is tests/test_host
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -17,6 +18,45 @@ from torchgrade.sandbox import ipc
 def nothing_listed(tmp_path, monkeypatch):
     for name in ("SYSVIPC", "POSIX_SHM", "MQUEUE"):
         monkeypatch.setattr(ipc, name, str(tmp_path / "absent" / name))
+    monkeypatch.setenv("PATH", str(tmp_path / "absent"))  # no ipcs either
+
+
+#: What ``ipcs -m -s -q -c -p`` prints on macOS (and the BSDs), owners by name and by number.
+IPCS = """IPC status from <running system> as of Fri Nov 27 01:30:00 UTC 2026
+Message Queues:
+T     ID     KEY        MODE       OWNER    GROUP  CREATOR   CGROUP  LSPID  LRPID
+q  65536 0x00000000 --rw-r--r-- {name}    staff  {name}    staff      0      0
+Shared Memory:
+T     ID     KEY        MODE       OWNER    GROUP  CREATOR   CGROUP   CPID   LPID
+m  65537 0x52004f09 --rw------- {uid}    wheel  {uid}    wheel    4242   4242
+{more}Semaphores:
+T     ID     KEY        MODE       OWNER    GROUP  CREATOR   CGROUP
+s  65538 0x00000007 --ra-ra-ra- root     wheel  root     wheel
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="owners by uid")
+def test_where_ipcs_lists_system_v_objects_what_a_submission_left_is_removed(nothing_listed, tmp_path, monkeypatch):
+    """macOS: no /proc/sysvipc, but ``ipcs`` lists the objects; what appeared while a submission ran, of the
+    grader's user, is removed, and what was there before or is another user's is kept."""
+    import pwd
+
+    me = os.geteuid()
+    listing, fake = tmp_path / "listing", tmp_path / "bin" / "ipcs"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nexec {shutil.which('cat', path=os.defpath)} {listing}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    fields = {"name": pwd.getpwuid(me).pw_name, "uid": me}
+    listing.write_text(IPCS.format(more="", **fields))
+    assert [(o.kind, o.id, o.key, o.uid, o.cpid) for o in ipc.objects()] == [
+        ("msg", 65536, 0, me, 0), ("shm", 65537, 0x52004F09, me, 4242), ("sem", 65538, 7, 0, 0)]
+    removed = []
+    monkeypatch.setattr(ipc, "remove", lambda obj: removed.append(obj.id) or True)
+    leftovers = ipc.Leftovers()
+    listing.write_text(IPCS.format(more=f"m  65539 0x00000000 --rw-rw-rw- {me} staff {me} staff 77 77\n"
+                                        f"m  65540 0x00000000 --rw-rw-rw- 12345 staff 12345 staff 78 78\n", **fields))
+    assert leftovers.remove() == 1 and removed == [65539]
 
 
 def test_where_the_system_lists_nothing_nothing_is_removed_and_nothing_fails(nothing_listed):

@@ -399,3 +399,17 @@ def test_a_rank_server_forked_from_the_worker_serves_ranks_with_the_workers_limi
     assert seen["server_parent"] == seen["me"] and seen["server_cmdline"]  # a fork, not a new Python
     assert seen["rank_parents"] == [seen["server"]]
     assert seen["rank_limits"] == [seen["limit"]]
+
+
+def test_a_worker_forks_its_rank_server_wherever_ranks_come_from_one(monkeypatch):
+    """CUDA ranks, and CPU ranks on a machine with a GPU whose CUDA is hidden from the grader (ranks then
+    come from a fork server too): the worker forks that server itself, instead of a fresh Python later."""
+    from torchgrade.sandbox import worker
+
+    assert not worker.ranks_from_a_server({"ranks": False, "cuda": True})
+    assert worker.ranks_from_a_server({"ranks": True, "cuda": True})
+    monkeypatch.setattr(ddp, "gpu_present", lambda: True)  # device nodes, CUDA_VISIBLE_DEVICES=""
+    assert ddp.start_method("cpu") == ("forkserver" if sys.platform.startswith("linux") else "spawn")
+    assert worker.ranks_from_a_server({"ranks": True, "cuda": False}) == sys.platform.startswith("linux")
+    monkeypatch.setattr(ddp, "gpu_present", lambda: False)
+    assert not worker.ranks_from_a_server({"ranks": True, "cuda": False})

@@ -85,6 +85,8 @@ ATTACKS = (
     Attack("numpy_does_it", ("tensors.view", "tensors.gather", "tensors.scatter_"), message="numpy"),
     Attack("numpy_through_a_copy", ("tensors.view", "tensors.gather", "tensors.one_hot", "tensors.broadcast_shape"),
            untouched=("tensors.scatter_", "conv.conv_output_size"), message="numpy"),
+    Attack("numpy_without_allocating", ("tensors.view", "tensors.broadcast_shape"),
+           untouched=("tensors.scatter_", "conv.conv_output_size"), message="numpy"),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
     Attack("fill_after_watch", ("tensors.one_hot",), honest=("empty result for empty labels", "for invalid labels")),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),

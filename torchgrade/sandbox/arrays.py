@@ -12,9 +12,16 @@ tensor's data to one are refused by name (``torchgrade.sandbox.entries``), and t
    array made by the student's code (its windows in the probe's thread; any other thread at all) is
    recorded, with the student's line and the innermost numpy function. Nothing is paid where numpy is
    not used.
-2. **A profile hook** in the student's windows of such a target (the probe's thread): a call into an
-   array library's Python functions (``np.broadcast_shapes``, ``as_strided``) or its builtins and
-   methods (``np.frombuffer``, ``ndarray.reshape``), which make views and no array of their own.
+2. **numpy's array objects.** A view (``reshape``, slicing, ``.shape = ...``) or an array over memory
+   that is not numpy's (``np.ndarray(shape, buffer=..., strides=...)``, ``np.frombuffer``) allocates
+   no data, but every ndarray object is made by its type's ``tp_alloc``, wrapped likewise (ndarray's
+   and that of its subclasses; a subclass made later inherits the wrapper): numpy deciding a view's
+   strides is seen as it happens, in any thread.
+3. **A profile hook** in the student's windows of such a target (the probe's thread), and in every
+   thread started in a sandbox process (``threading`` or ``_thread``), the student's included: a call
+   into an array library's Python functions (``np.broadcast_shapes``; sympy, mpmath, which allocate
+   nothing through numpy) or its builtins and methods (``np.frombuffer``, ``ndarray.reshape``). In a
+   thread other than the probe's, every such call while a request is armed is the student's.
 
 What stays open is in SECURITY.md ("Forbidden calls").
 """
@@ -40,12 +47,16 @@ _keep: list = []  # the C callbacks numpy's allocator calls: alive as long as th
 
 def arm(watch: Any, submission: str) -> None:
     global _state
+    _wrap_array_types()  # subclasses of ndarray made since the last request (at import, say)
     _state = (watch, submission, threading.get_ident())
 
 
 def disarm() -> None:
     global _state
-    _state = None
+    state, _state = _state, None
+    if state is not None:
+        for kind in _wrap_array_types():  # a subclass made while the request ran: its arrays went unseen
+            state[0].mode.calls.setdefault(f"{ARRAYS}numpy.ndarray subclass {kind.__qualname__}", "while it ran")
 
 
 def _library(module: Any) -> str | None:
@@ -141,6 +152,90 @@ def watch_numpy_allocator() -> bool:
     return True
 
 
+#: Where ``tp_alloc`` sits in a type object, in pointer-sized fields (CPython 3.8 to 3.13, release builds:
+#: the object header, then ``tp_name`` ... ``tp_init`` in the order of Include/cpython/object.h); checked
+#: against ``tp_basicsize`` and ``PyType_GenericAlloc`` before anything is written.
+_TP_BASICSIZE, _TP_ALLOC = 4, 38
+
+
+def watch_numpy_arrays() -> bool:
+    """Wrap ``tp_alloc`` of numpy's ndarray and of its subclasses, so that every array object made in this
+    process, a view or an array over foreign memory too, is seen (``_allocated``). A subclass made later
+    gets ``PyType_GenericAlloc`` of its own (CPython sets it for every class a ``class`` statement makes):
+    each request wraps those made since (``arm``), and one made while a request runs is recorded as such
+    (``disarm``). False where numpy is absent or its types are not laid out as this expects (then
+    nothing is written)."""
+    if _alloc:
+        return True
+    try:
+        import numpy
+    except ImportError:
+        return False
+    word = ctypes.sizeof(ctypes.c_void_p)
+    if ctypes.c_ssize_t.from_address(id(numpy.ndarray) + _TP_BASICSIZE * word).value != numpy.ndarray.__basicsize__ \
+            or ctypes.c_void_p.from_address(id(numpy.ndarray) + _TP_ALLOC * word).value != _GENERIC:
+        return False
+    # (PYFUNCTYPE: called with the GIL held; it must not be let go in the middle of making an object)
+    real = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ssize_t)(_GENERIC)
+
+    def made(kind: int, items: int) -> int | None:
+        if _state is not None:
+            with contextlib.suppress(BaseException):
+                _allocated(sys._getframe(1))
+        return real(kind, items)
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ssize_t)(made)
+    _keep.extend((real, callback))
+    _alloc.append(ctypes.cast(callback, ctypes.c_void_p).value)
+    _wrap_array_types()
+    return True
+
+
+_GENERIC = ctypes.cast(ctypes.pythonapi.PyType_GenericAlloc, ctypes.c_void_p).value
+_alloc: list[int] = []  # the wrapper's address, once made
+
+
+def _wrap_array_types() -> list[type]:
+    """Give ndarray and each of its subclasses still on CPython's allocator the wrapper; return those."""
+    numpy = sys.modules.get("numpy")
+    if not _alloc or numpy is None:
+        return []
+    word, wrapped, kinds, seen = ctypes.sizeof(ctypes.c_void_p), [], [numpy.ndarray], set()
+    while kinds:
+        kind = kinds.pop()
+        if id(kind) in seen:
+            continue
+        seen.add(id(kind))
+        kinds.extend(type.__subclasses__(kind))
+        slot = ctypes.c_void_p.from_address(id(kind) + _TP_ALLOC * word)
+        if slot.value == _GENERIC and ctypes.c_ssize_t.from_address(id(kind) + _TP_BASICSIZE * word).value \
+                == kind.__basicsize__:
+            slot.value = _alloc[0]
+            wrapped.append(kind)
+    return wrapped
+
+
+def watch_threads() -> None:
+    """Start every later thread of this process with the profile hook: ``threading``'s and ``_thread``'s
+    own (a student's thread started at import is the one the probe's windows do not cover)."""
+    import _thread
+
+    def hooked(start: Callable) -> Callable:
+        def started(function: Callable, *args: Any, **kwargs: Any) -> Any:
+            def run(*a: Any, **k: Any) -> Any:
+                sys.setprofile(profile)
+                return function(*a, **k)
+            return start(run, *args, **kwargs)
+        started.__wrapped_start__ = start  # type: ignore[attr-defined]
+        return started
+
+    for module in (_thread, threading):
+        for name in ("start_new_thread", "_start_new_thread", "start_joinable_thread", "_start_joinable_thread"):
+            start = getattr(module, name, None)
+            if start is not None and not hasattr(start, "__wrapped_start__"):
+                setattr(module, name, hooked(start))
+
+
 def profile(frame: Any, event: str, arg: Any) -> None:
     """The profile hook of the student's windows: a call into an array library's code or builtins."""
     state = _state
@@ -153,8 +248,9 @@ def profile(frame: Any, event: str, arg: Any) -> None:
                 _record(state, frame, f"{name}.{qualname(frame.f_code)}")
             return
         owner = getattr(arg, "__self__", None)  # a module (np.frombuffer) or an array (its methods)
-        name = _library(getattr(arg, "__module__", None)) or (
-            _library(owner) if isinstance(owner, type(sys)) else _library(type(owner).__module__))
+        name = _library(getattr(arg, "__module__", None)) or (  # a module's function, a type's (__new__), a method
+            _library(owner) if isinstance(owner, type(sys)) else _library(getattr(owner, "__module__", None))
+            if isinstance(owner, type) else _library(type(owner).__module__))
         if name is not None:
             _record(state, frame, f"{name}.{getattr(arg, '__qualname__', None) or getattr(arg, '__name__', '?')}")
     except Exception:

@@ -18,8 +18,9 @@ temporary folders (zygote.clean) or, at level process, by ``Leftovers``.
 POSIX message queues (``mq_open``) live in the IPC namespace too; they are listed, and removed, where an
 mqueue file system is mounted on /dev/mqueue for it (bubblewrap's ``--mqueue``, ``mount_queues``).
 
-Linux lists System V objects in /proc/sysvipc; elsewhere (macOS) nothing is listed, so nothing is removed,
-and nothing fails either.
+Linux lists System V objects in /proc/sysvipc, macOS and the BSDs with ``ipcs``. Where POSIX shared memory
+and semaphores are not files (macOS: ``shm_open`` names are listed nowhere) they cannot be found, so they
+are not removed; nothing fails either.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ class Object:
 
 
 def objects() -> list[Object]:
-    """The System V IPC objects of this process's IPC namespace ([] where /proc/sysvipc is missing)."""
+    """The System V IPC objects of this process's IPC namespace: Linux lists them in /proc/sysvipc, the BSDs
+    and macOS by ``ipcs`` (``_ipcs``); [] where neither can."""
+    if not os.path.isdir(SYSVIPC):
+        return _ipcs()
     found = []
     for kind in KINDS:
         try:
@@ -76,6 +80,41 @@ def objects() -> list[Object]:
                 found.append(Object(kind, int(fields["shmid" if kind == "shm" else "semid" if kind == "sem"
                                                        else "msqid"]), int(fields["key"]), int(fields["uid"]),
                                     int(fields["cuid"]), int(fields.get("cpid", 0))))
+    return found
+
+
+#: The columns ``ipcs -c -p`` prints on macOS and the BSDs, by kind letter: T ID KEY MODE OWNER GROUP
+#: CREATOR CGROUP, then its process ids (CPID for shared memory).
+_IPCS_KINDS = {"m": "shm", "s": "sem", "q": "msg"}
+
+
+def _ipcs() -> list[Object]:
+    """The System V objects ``ipcs`` lists (macOS, the BSDs), owners by name or number."""
+    import pwd
+    import subprocess
+
+    command = shutil.which("ipcs")
+    if command is None:
+        return []
+    try:
+        listing = subprocess.run([command, "-m", "-s", "-q", "-c", "-p"], capture_output=True, text=True,
+                                 timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+    def uid(name: str) -> int:
+        return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+
+    found, names = [], []
+    for line in listing.splitlines():
+        fields = line.split()
+        if fields[:2] == ["T", "ID"]:
+            names = fields
+        elif fields and fields[0] in _IPCS_KINDS and len(fields) == len(names):
+            row = dict(zip(names, fields))
+            with contextlib.suppress(KeyError, ValueError):
+                found.append(Object(_IPCS_KINDS[fields[0]], int(row["ID"]), int(row["KEY"], 0), uid(row["OWNER"]),
+                                    uid(row["CREATOR"]), int(row.get("CPID", 0))))
     return found
 
 

@@ -66,7 +66,7 @@ def prepare(probes: str | None) -> str | None:
         from . import worker  # noqa: F401  (imports torch)
         from .probes import ProbeLoadError, load_course
         from .entries import entries
-        from .arrays import watch_numpy_allocator
+        from .arrays import watch_numpy_allocator, watch_numpy_arrays, watch_threads
         from .recorder import guard_kernel_entries, guard_switches
 
         try:
@@ -78,4 +78,6 @@ def prepare(probes: str | None) -> str | None:
         guard_switches()
         guard_kernel_entries()
         watch_numpy_allocator()
+        watch_numpy_arrays()
+        watch_threads()
     return None
