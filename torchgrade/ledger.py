@@ -15,6 +15,7 @@ any of them regrades; a change to torchgrade's own code counts through its versi
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -95,6 +96,13 @@ def _hash_tree(digest: "hashlib._Hash", root: Path, label: str, suffixes: tuple[
         digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
+def gpus_seen() -> str:
+    """The GPUs this machine shows to torch, told without starting CUDA (a process forked after that could
+    not use it): the device nodes of NVIDIA's and AMD's drivers, and what CUDA_VISIBLE_DEVICES leaves."""
+    nodes = len(glob.glob("/dev/nvidia[0-9]*")) + os.path.exists("/dev/kfd")
+    return f"{nodes}:{os.environ.get('CUDA_VISIBLE_DEVICES', '*')}" if nodes else "0"
+
+
 def grader_key(assignment: Assignment, *, device: str = "all", include_hidden: bool = True,
                only: Iterable[str] = ()) -> str:
     """A hash of everything that decides a grade, other than the submission itself."""
@@ -105,6 +113,8 @@ def grader_key(assignment: Assignment, *, device: str = "all", include_hidden: b
     override = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower()
     if override:
         digest.update(f"cuda_standin={override}\0".encode())
+    if device != "cpu":  # what a GPU graded is not what the stand-in (or nothing) graded on a machine without one
+        digest.update(f"gpus={gpus_seen()}\0".encode())
     _hash_tree(digest, assignment.path, "assignment")
     _hash_tree(digest, assignment.checks_dir, "checks", (".py", ".ini", ".cfg", ".toml", ".yaml", ".json"))
     _hash_tree(digest, assignment.reference_dir, "reference", (".py",))
