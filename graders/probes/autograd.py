@@ -51,11 +51,14 @@ def uninitialised_memory_shows() -> Iterator[None]:
     PyTorch does in deterministic mode: a result left uninitialised (``empty_like`` where ``zeros_like``
     was meant) then shows every time instead of passing when the allocator happens to hand out zeros."""
     state = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    # (the switch itself: torch.use_deterministic_algorithms also sets the compiler's flag, importing
+    # torch._inductor and torch._dynamo for it, 1.3 s in a process that had not; nothing here compiles)
+    switch = getattr(torch._C, "_set_deterministic_algorithms", None) or torch.use_deterministic_algorithms
+    switch(True, warn_only=True)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(state[0], warn_only=state[1])
+        switch(state[0], warn_only=state[1])
 
 
 def _caller_tensors(args: list, watched: tuple[int, ...], caller: str, seed: int) -> dict[int, torch.Tensor]:
