@@ -18,6 +18,11 @@ import time
 import uuid
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:  # Windows: no CPU figure (`last_cpu` stays 0)
+    resource = None
+
 CGROUP = Path("/sys/fs/cgroup")
 
 
@@ -32,6 +37,7 @@ class Envelope:
         self.cpus, self.memory = cpus, memory
         self.name = f"torchgrade-bench-{uuid.uuid4().hex[:8]}"
         self.folders: list[Path] = []
+        self.last_cpu = 0.0
         self.how = self._make()
 
     def _make(self) -> str:
@@ -84,13 +90,16 @@ class Envelope:
         return None
 
     def run(self, args: list[str], **kwargs) -> tuple[float, int, int]:
-        """(seconds, peak bytes, exit status) of one command run inside the envelope."""
+        """(seconds, peak bytes, exit status) of one command run inside the envelope; `last_cpu` is then
+        the CPU seconds (user and system) of the command and of every process it waited for: work that
+        a loaded machine slows less than it slows the seconds on the clock."""
         if self.folders:
             self._reset_peak()
             enter = "; ".join(f'echo $$ > "{f}/cgroup.procs"' for f in self.folders)
             args = ["sh", "-c", f'{enter}; exec "$@"', "sh", *args]
         elif shutil.which("taskset"):
             args = ["taskset", "-c", "0", *args]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN) if resource else None
         started = time.perf_counter()
         process = subprocess.Popen(args, **kwargs)
         sampled = [0]
@@ -98,6 +107,9 @@ class Envelope:
             threading.Thread(target=_sample, args=(process.pid, sampled, process), daemon=True).start()
         status = process.wait()
         seconds = time.perf_counter() - started
+        if before is not None:
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            self.last_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         peak = self._peak() if self.folders else sampled[0]
         return seconds, peak or 0, status
 
