@@ -26,7 +26,7 @@
    (benchmarks/envelope.py: a cgroup where the machine allows one, else taskset, saying which), with
    no GPU: `python -c "import torch"` there, then `torchgrade autograde` (what `run_autograder` runs)
    on a correct submission, its time beside importing torch there, and the envelope's peak memory;
-   and the CPU time of each (every process the command waited for), which a busy machine changes least.
+   and the CPU time of each (the cgroup's own count where there is one), which a busy machine changes least.
 6. **The CUDA stand-in's cost** (`--standin RUNS`, only this): the correct-work class (`--correct`)
    graded RUNS times with `TORCHGRADE_CUDA_STANDIN=off` and RUNS times with `score`, interleaved on the
    same machine (a shared machine is noisy: the ratio of medians compares, not absolute times); on a
@@ -271,7 +271,7 @@ def first_check(work: Path, repeats: int = 3) -> tuple[float, float, float]:
 def in_envelope(work: Path, repeats: int) -> tuple[str, float, float, int, str, tuple[float, float]]:
     """One correct submission graded by `torchgrade autograde` in a Gradescope-sized envelope: (how,
     median seconds of import torch there, median seconds of the grade, peak bytes, the grade's line,
-    (median CPU seconds of the grade, of import torch): what a busy machine changes least)."""
+    (median CPU seconds of the grade, of import torch: Envelope.last_cpu))."""
     from envelope import Envelope
 
     submission = work / "gradescope-submission"
@@ -380,8 +380,8 @@ def main() -> int:
             how, torch_there, graded, peak, line, (cpu, torch_cpu) = in_envelope(work, args.envelope)
             print(f"5. one correct submission in a Gradescope envelope ({how}): `torchgrade autograde` "
                   f"{graded:.1f} s ({line}); `python -c \"import torch\"` there: {torch_there:.1f} s "
-                  f"({graded / torch_there:.1f}x); peak memory {peak / 2**20:.0f} MiB; CPU time (every process "
-                  f"waited for) {cpu:.1f} s beside {torch_cpu:.1f} s ({cpu / max(torch_cpu, 1e-9):.1f}x)")
+                  f"({graded / torch_there:.1f}x); peak memory {peak / 2**20:.0f} MiB; CPU time "
+                  f"{cpu:.1f} s beside {torch_cpu:.1f} s ({cpu / max(torch_cpu, 1e-9):.1f}x)")
             results.append((f"one submission <= {TARGET_ENVELOPE:g}x import torch in the envelope",
                             graded <= TARGET_ENVELOPE * torch_there))
             results.append((f"peak memory < {TARGET_PEAK_MIB} MiB", 0 < peak < TARGET_PEAK_MIB << 20))
