@@ -140,3 +140,24 @@ def test_a_class_graded_in_parallel_on_the_stand_in_gives_correct_work_full_mark
         assert document["score"] == document["extra_data"]["max_score"] == 5, [
             t["output"][:300] for t in document["tests"] if t["status"] != "passed"][:2]
         assert any(t["extra_data"].get("standin") for t in document["tests"])
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["whole", "exitfirst"])
+def test_check_where_no_sandbox_starts_says_so_in_one_line_after_collecting(tmp_path, small_assignment, monkeypatch,
+                                                                              first):
+    # check collects its checks while the sandbox starts (torchgrade/cli.py): a sandbox that cannot start
+    # is still one line and exit status 2, not an error per check
+    from torchgrade.sandbox import host, isolation
+
+    monkeypatch.setenv(isolation.ENV_VAR, "bwrap")
+    monkeypatch.setattr(isolation.shutil, "which", lambda name, *a, **k: None)  # no bubblewrap here
+    host.close_all()
+    try:
+        result = run("check", "--path", ROOT / "reference", "--assignment", small_assignment, "--device", "cpu",
+                     "--report", tmp_path / "report", *(["-x"] if first else []))
+    finally:
+        host.close_all()
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bwrap" in lines[0] and "sandbox" in lines[0].lower(), result.output
+    assert not (tmp_path / "report" / "results.json").exists()

@@ -224,3 +224,46 @@ def test_the_time_budget_interrupts_the_trusted_sides_work_and_leaves_no_timer_b
     with time_budget(5):
         pass
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+CLOSE_CASES = [  # (actual, expected, options): each as torch.testing.assert_close judges it
+    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("nan")]), {"equal_nan": True}),
+    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("nan")]), {}),
+    (torch.tensor([1.0 + 1e-7]), torch.tensor([1.0]), {}),
+    (torch.tensor([1.1]), torch.tensor([1.0]), {}),
+    (torch.tensor([1.1]), torch.tensor([1.0]), {"rtol": 0.2, "atol": 0.0}),
+    (torch.tensor([3], dtype=torch.int64), torch.tensor([4], dtype=torch.int64), {"rtol": 0.0, "atol": 0.0}),
+    (torch.tensor([1 + 1j]), torch.tensor([1 + 1.5j]), {"check_device": False}),
+]
+
+
+@pytest.mark.parametrize("actual, expected, options", CLOSE_CASES)
+def test_values_are_judged_as_torch_testing_assert_close_judges_them(actual, expected, options):
+    from torchgrade.compare import assert_close_plain
+
+    def verdict(function):
+        try:
+            function(actual, expected, **options)
+        except AssertionError as e:
+            return str(e)
+        return None
+
+    assert verdict(assert_close_plain) == verdict(torch.testing.assert_close)
+
+
+def test_a_comparison_does_not_import_the_distributed_tensor_package_and_leaves_torch_as_it_was():
+    # (torch 2.10+ imports torch.distributed.tensor at assert_close's first call, to unwrap DTensors
+    # that never reach a comparison here: 0.9 s of the trusted process's CPU)
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom torch.testing import _comparison\nfrom torchgrade.compare import compare\n"
+            "before = getattr(_comparison, '_HAS_DTENSOR', None)\n"
+            "try:\n    compare(torch.tensor([1.0]), torch.tensor([1.5]))\nexcept Exception as e:\n"
+            "    assert type(e).__name__ == 'Mismatch', e\n"
+            "compare(torch.tensor([1.0, float('nan')]), torch.tensor([1.0 + 1e-9, float('nan')]))\n"
+            "assert getattr(_comparison, '_HAS_DTENSOR', None) == before\n"
+            "print('torch.distributed.tensor' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

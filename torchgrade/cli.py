@@ -11,7 +11,6 @@ import click
 
 from . import __version__
 from .config import ConfigError, load_assignment
-from .grading import GradingError, grade_submission
 from .i18n import LANG_HELP, LANGUAGES
 from .sandbox.host import start_early
 from .sandbox.isolation import ENV_VAR as ISOLATION_ENV
@@ -113,10 +112,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     Exit status: 0 when every graded check passed (checks set aside, such as CUDA ones on a machine
     without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run.
     """
-    from . import feedback, refcache, terminal
     from .i18n import set_language, t
-    from .report import write_report
-    from .results import write_results
     from .sandbox import host, portable
 
     set_language(lang)
@@ -124,8 +120,15 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     if missing:  # not even the portable sandbox can run on this Python: say what is missing, nothing else
         _fail(t("sandbox_unavailable", why=missing))
     assignment = _assignment(assignment_path)
-    # the sandbox imports torch while this process checks the course (importing it too) and collects the checks
+    # The sandbox imports torch (its start is the longest wait of a first check) while this process
+    # imports the rest, checks the course (importing torch too) and collects the checks: started first.
     start_early(assignment.probes_dir)
+    from . import feedback, refcache, terminal
+    from .grading import GradingError, grade_submission
+    from .report import write_report
+    from .results import write_results
+    from .session import CheckSession
+
     _check_course(assignment, "read")  # a visible check file that does not import: grading says so, same line
     folder = path or assignment.stubs_dir
     if not folder.is_dir():
@@ -139,10 +142,16 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     try:
         import torch  # noqa: F401  (meanwhile the sandbox imports it too)
 
-        host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
         with refcache.kept(assignment, device):  # the reference's side of each check, from the last run
-            grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
-                                     stop_first=exitfirst)
+            if exitfirst:  # pytest's own -x
+                host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
+                grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
+                                         stop_first=True)
+            else:  # as `check --watch` and a batch grade: collected while the sandbox starts, then run
+                session = CheckSession(assignment, device=device, include_hidden=False, only=visible)
+                session.open()
+                host.started()
+                grade = session.grade(folder)
     except host.IsolationError as e:
         _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:
@@ -165,6 +174,7 @@ def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verb
     import time
 
     from . import feedback, terminal
+    from .grading import GradingError
     from .i18n import t
     from .report import write_report
     from .results import write_results
@@ -322,6 +332,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     """
     from .batch import OutputBusy, OutputError, grade_class, locked
     from .executors import make_executor
+    from .grading import GradingError
     from .progress import Progress, summary_lines
     from .results import set_private
     from .submissions import InputError, survey
@@ -556,6 +567,7 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     reference here, and their expected outcomes are recorded into the bundle instead.
     """
     from .bundle import BundleError, build_bundle
+    from .grading import GradingError
 
     assignment = _assignment(assignment_path, checks="collect")
     try:
@@ -619,6 +631,7 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     import json
 
     from .audit import AuditError, lines, run_audit, write_page
+    from .grading import GradingError
     from .sandbox import host
 
     assignment = _assignment(assignment_path)
