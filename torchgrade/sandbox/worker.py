@@ -317,9 +317,10 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
 
 
 def ranks_from_a_server(config: dict) -> bool:
-    """Whether this worker's data-parallel ranks come from a fork server: CUDA ranks, and any ranks on a
-    machine with a GPU, its CUDA hidden from the grader too (else each worker's first ranks would wait
-    for a fresh Python importing torch: 117 s instead of 45 for the module on an H100, one check timed out)."""
+    """Whether this worker's data-parallel ranks come from a fork server (``parallel.start_method``): CUDA
+    ranks, and any ranks on a machine with a GPU, its CUDA hidden from the grader too. The worker then
+    forks that server itself, as for CUDA ranks, instead of multiprocessing starting a fresh Python that
+    imports torch again when the first rank is asked for."""
     if not config.get("ranks"):
         return False
     from .probes.parallel import start_method
