@@ -15,8 +15,8 @@ tensor's data to one are refused by name (``torchgrade.sandbox.entries``), and t
 2. **numpy's array objects.** A view (``reshape``, slicing, ``.shape = ...``) or an array over memory
    that is not numpy's (``np.ndarray(shape, buffer=..., strides=...)``, ``np.frombuffer``) allocates
    no data, but every ndarray object is made by its type's ``tp_alloc``, wrapped likewise (ndarray's
-   and that of its subclasses; a subclass made later inherits the wrapper): numpy deciding a view's
-   strides is seen as it happens, in any thread.
+   and its subclasses'; one made later is wrapped at the next request, and one made during a request is
+   recorded): numpy deciding a view's strides is seen as it happens, in any thread.
 3. **A profile hook** in the student's windows of such a target (the probe's thread), and in every
    thread started in a sandbox process (``threading`` or ``_thread``), the student's included: a call
    into an array library's Python functions (``np.broadcast_shapes``; sympy, mpmath, which allocate
@@ -156,6 +156,8 @@ def watch_numpy_allocator() -> bool:
 #: the object header, then ``tp_name`` ... ``tp_init`` in the order of Include/cpython/object.h); checked
 #: against ``tp_basicsize`` and ``PyType_GenericAlloc`` before anything is written.
 _TP_BASICSIZE, _TP_ALLOC = 4, 38
+_GENERIC = ctypes.cast(ctypes.pythonapi.PyType_GenericAlloc, ctypes.c_void_p).value
+_alloc: list[int] = []  # the wrapper's address, once made
 
 
 def watch_numpy_arrays() -> bool:
@@ -190,9 +192,6 @@ def watch_numpy_arrays() -> bool:
     _wrap_array_types()
     return True
 
-
-_GENERIC = ctypes.cast(ctypes.pythonapi.PyType_GenericAlloc, ctypes.c_void_p).value
-_alloc: list[int] = []  # the wrapper's address, once made
 
 
 def _wrap_array_types() -> list[type]:
