@@ -74,7 +74,7 @@ def _grade(job: tuple[str, str, str | None]) -> dict:
     checks = {}
     for t in g.tests:
         if t.device in ("cpu", "cuda"):
-            checks[f"{t.device}|{t.target}|{_check_id(t.nodeid)}"] = [t.status, t.output.splitlines()[0][:160] if t.output else ""]
+            checks[f"{t.device}|{t.target}|{_check_id(t.nodeid)}"] = [t.status, t.output[:2000] if t.output else ""]
     return {"name": name, "module": module, "cuda": torch.cuda.is_available(), "standin": g.standin,
             "seconds": round(seconds, 1), "checks": checks}
 
