@@ -66,15 +66,15 @@ def test_a_change_to_the_checks_or_the_device_choice_regrades(course, tmp_path):
 def test_a_class_graded_on_a_machine_with_a_gpu_is_graded_again_on_one_without(course, tmp_path, monkeypatch):
     """The CUDA checks a GPU graded are not what a machine without one grades (the stand-in, or nothing):
     a class folder moved between the two is graded again, unless only the CPU was asked for."""
-    from torchgrade import ledger
+    from torchgrade.sandbox import isolation
 
     cls = copy_class({"alice": "reference"}, tmp_path / "class")
     out = tmp_path / "out"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(ledger.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(isolation, "gpu_device_nodes", lambda: [])
     here = {device: grader_key(course, device=device) for device in ("cpu", "all")}
     assert grade_class(discover([cls], ("tensors",)), course, out, device="all").graded == ["alice"]
-    monkeypatch.setattr(ledger.glob, "glob", lambda pattern: ["/dev/nvidia0"])  # as on the GPU machine
+    monkeypatch.setattr(isolation, "gpu_device_nodes", lambda: ["/dev/nvidia0"])  # as on the GPU machine
     assert grader_key(course, device="cpu") == here["cpu"] and grader_key(course, device="all") != here["all"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # its GPU hidden: another grader again
     assert len({here["all"], grader_key(course, device="all")}) == 2

@@ -15,7 +15,6 @@ any of them regrades; a change to torchgrade's own code counts through its versi
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -98,8 +97,10 @@ def _hash_tree(digest: "hashlib._Hash", root: Path, label: str, suffixes: tuple[
 
 def gpus_seen() -> str:
     """The GPUs this machine shows to torch, told without starting CUDA (a process forked after that could
-    not use it): the device nodes of NVIDIA's and AMD's drivers, and what CUDA_VISIBLE_DEVICES leaves."""
-    nodes = len(glob.glob("/dev/nvidia[0-9]*")) + os.path.exists("/dev/kfd")
+    not use it): its GPU device nodes, and what CUDA_VISIBLE_DEVICES leaves."""
+    from .sandbox.isolation import gpu_device_nodes
+
+    nodes = len(gpu_device_nodes())
     return f"{nodes}:{os.environ.get('CUDA_VISIBLE_DEVICES', '*')}" if nodes else "0"
 
 

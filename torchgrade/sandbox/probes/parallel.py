@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import glob
 import importlib.util
 import linecache
 import multiprocessing
@@ -44,6 +43,7 @@ from torch import nn
 
 from .. import wire
 from ..exits import describe_exit
+from ..isolation import gpu_device_nodes
 from . import ProbeError, Raised, Target, describe, probe, raised
 
 #: Why the CUDA stand-in does not grade the data-parallel checks (torchgrade/sandbox/standin.py).
@@ -148,7 +148,7 @@ def placement(device: str, rank: int, cuda_devices: int, nccl: bool) -> tuple[to
 def gpu_present() -> bool:
     """Whether this machine has a GPU, asked without starting CUDA: NVIDIA's or AMD's device nodes (the
     sandbox binds them), or CUDA already started in this process."""
-    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")) or torch.cuda.is_initialized()
+    return bool(gpu_device_nodes()) or torch.cuda.is_initialized()
 
 
 def start_method(device: str) -> str:
