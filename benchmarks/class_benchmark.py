@@ -30,7 +30,9 @@
 6. **The CUDA stand-in's cost** (`--standin RUNS`, only this): the correct-work class (`--correct`)
    graded RUNS times with `TORCHGRADE_CUDA_STANDIN=off` and RUNS times with `score`, interleaved on the
    same machine (a shared machine is noisy: the ratio of medians compares, not absolute times); on a
-   machine without CUDA only, where the stand-in grades the CUDA checks (docs/devices.md).
+   machine without CUDA only, where the stand-in grades the CUDA checks (docs/devices.md). Then the
+   floor: what the class would take if each stand-in check cost only what its CPU twin does (the same
+   probe and student's code run once more), from the checks' own durations.
 """
 
 from __future__ import annotations
@@ -183,22 +185,51 @@ def standin_figures(off: list[float], score: list[float]) -> tuple[float, float,
     return off_median, score_median, score_median / off_median, [b / a for a, b in zip(off, score)]
 
 
+def standin_floor(graded: Path, off_seconds: float) -> tuple[float, float, float]:
+    """What any stand-in that runs each CUDA check's probe once more must cost, from one graded class.
+
+    `graded`: the output folder of a run with the stand-in on; `off_seconds`: the checking seconds of a
+    run with it off (the ledger's, summed over the class: one worker's time, whatever -j). Returns (the
+    stand-in checks' own seconds, their CPU twins' seconds, the floor): a stand-in whose every check cost
+    no more than its CPU twin (the same probe, the same student's code, on plain CPU tensors) would
+    still make the class `floor` times slower."""
+    standin = twins = 0.0
+    for results in graded.glob("*/results.json"):
+        checks = {t["extra_data"]["nodeid"]: t["extra_data"] for t in json.loads(results.read_text())["tests"]
+                  if "nodeid" in t.get("extra_data", {})}
+        # Each module's first check (in the order run) also started the module's sandbox process: not
+        # counted, nor its twin, so that the floor is the checks' own cost, if anything too low.
+        starts = {id(data) for data in {d.get("exercise"): d for d in reversed(list(checks.values()))}.values()}
+        for nodeid, data in checks.items():
+            twin = checks.get(nodeid.replace("[cuda", "[cpu", 1))
+            if data.get("device") == "cuda" and data.get("outcome") != "skipped" and twin is not None \
+                    and id(twin) not in starts:
+                standin += data.get("duration") or 0.0
+                twins += twin.get("duration") or 0.0
+    return standin, twins, 1 + twins / off_seconds if off_seconds else float("nan")
+
+
 def standin_cost(class_dir: Path, work: Path, jobs: int, runs: int) -> float:
     """`torchgrade grade` of one class with cuda_standin off and score, `runs` times each, interleaved
     (off first, then score first, ...); prints the figures; returns the ratio of the medians."""
     seconds: dict[str, list[float]] = {"off": [], "score": []}
+    checking: dict[str, float] = {}  # the last run's checking seconds, summed over the class (ledger)
     with mock.patch.dict(os.environ):  # (the policy of each run; the caller's environment as it was after)
         for run in range(runs):
             for policy in ("off", "score") if run % 2 == 0 else ("score", "off"):
                 os.environ["TORCHGRADE_CUDA_STANDIN"] = policy
                 ticks = _cpu_ticks()
-                took, scores, _ = batch(class_dir, work / f"standin-{policy}-{run}", jobs)
+                took, scores, records = batch(class_dir, work / f"standin-{policy}-{run}", jobs)
                 seconds[policy].append(took)
+                checking[policy] = sum(r["seconds"] for r in records)
                 print(f"  run {run + 1}, cuda_standin {policy:<5}: {took:7.1f} s  scores {sorted(set(scores.values()))}"
                       f"  load {os.getloadavg()[0]:.1f}{stolen(ticks)}")
     off, score, ratio, each = standin_figures(seconds["off"], seconds["score"])
     print(f"  medians: off {off:.1f} s, score {score:.1f} s: {ratio:.2f}x (each run: "
           f"{', '.join(f'{r:.2f}' for r in each)})")
+    own, twins, floor = standin_floor(work / f"standin-score-{runs - 1}", checking["off"])
+    print(f"  the stand-in's checks took {own:.1f} s of checking, their CPU twins {twins:.1f} s, all checks with it "
+          f"off {checking['off']:.1f} s: a stand-in costing only what the twins cost would be {floor:.2f}x off")
     return ratio
 
 

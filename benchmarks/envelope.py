@@ -135,11 +135,26 @@ class Envelope:
         return seconds, peak or 0, status
 
     def close(self) -> None:
+        """Remove the cgroup. The command's last processes (a sandbox ending with its parent) may still be
+        in it when the command returns, and a cgroup with processes cannot be removed: they are killed,
+        and the removal is tried for a few seconds, so that no run leaves its cgroup behind."""
         for folder in reversed(self.folders):
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+            deadline = time.monotonic() + 5
+            while True:
+                with contextlib.suppress(OSError, ValueError):
+                    for pid in (folder / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(OSError):
+                            os.kill(int(pid), 9)
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        print(f"  (the cgroup {folder} could not be removed)")
+                        break
+                    time.sleep(0.1)
         self.folders = []
 
 
