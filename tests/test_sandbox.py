@@ -576,6 +576,28 @@ print("same" if host._zygotes[None] is early and early.alive() else "started aga
     assert done.stdout.strip() == "same", done.stdout + done.stderr
 
 
+def test_setting_the_course_a_starting_sandbox_already_has_does_not_wait_for_it(tmp_path, monkeypatch):
+    """The CLI starts the sandbox for the course (`start_early`), then configures and collects the checks,
+    which names the course again: that must not wait seconds for the zygote that is starting (it holds
+    the lock), but go on collecting meanwhile. Another course still waits, and closes the old zygotes."""
+    import threading
+
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    monkeypatch.setenv(host.COURSE_ENV, str(probes.resolve()))
+    with host._zygote_lock:  # as while a zygote starts
+        done = threading.Event()
+        same = threading.Thread(target=lambda: (host.use_course(probes), done.set()), daemon=True)
+        same.start()
+        assert done.wait(5), "setting the same course waited for the starting zygote"
+        other = threading.Thread(target=host.use_course, args=(tmp_path,), daemon=True)
+        other.start()
+        other.join(0.5)
+        assert other.is_alive()  # another course waits for the lock
+    other.join(5)
+    assert os.environ[host.COURSE_ENV] == str(tmp_path.resolve())
+
+
 def test_the_zygotes_warm_up_runs_no_autograd_and_asks_cuda_nothing():
     """On a machine with a GPU either leaves every worker forked afterwards unable to use CUDA or
     autograd (warmup.py): spies on the Python entry points of both see no call."""

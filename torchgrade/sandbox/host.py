@@ -264,6 +264,8 @@ def close_all() -> None:
 def use_course(probes_dir: str | Path | None) -> None:
     """Sandboxes started from now on load this course's probes folder; zygotes of another course are closed."""
     value = str(Path(probes_dir).resolve()) if probes_dir and Path(probes_dir).is_dir() else ""
+    if os.environ.get(COURSE_ENV, "") == value:  # already this course's: no wait for a zygote now starting
+        return  # (`zygote` holds the lock while one starts, seconds; a course is set only from the main thread)
     with _zygote_lock:
         if os.environ.get(COURSE_ENV, "") == value:
             return
