@@ -598,6 +598,99 @@ def test_setting_the_course_a_starting_sandbox_already_has_does_not_wait_for_it(
     assert os.environ[host.COURSE_ENV] == str(tmp_path.resolve())
 
 
+def test_the_entry_table_built_before_the_costly_warm_up_is_the_one_built_after():
+    """A zygote of a check of one module builds the recorder's table of torch's entry points before it
+    imports torch._dynamo (warmup.LATER), which replaces torch.manual_seed: wrapped beforehand as that
+    import would, the table (names, and the objects named) is the one a fully warmed zygote builds."""
+    code = textwrap.dedent("""
+        import torch
+        from torchgrade.sandbox import worker  # noqa: F401
+        from torchgrade.sandbox.warmup import warm_up, seed_as_dynamo_will, import_later
+        from torchgrade.sandbox.entries import Entries, PUBLIC_NAMESPACES, BINDINGS, _members
+        def table():
+            e = Entries()
+            named = {f"{ns}.{n}": o for ns in PUBLIC_NAMESPACES + BINDINGS for n, o in _members(ns)
+                     if not n.startswith("__")}  # (dunder methods are made anew at each lookup)
+            return (set(e.public.values()), set(e.private.values()), set(e.codes.values()), named)
+        warm_up(later=False)
+        seed_as_dynamo_will()
+        import sys
+        assert "torch._dynamo" not in sys.modules
+        public, private, codes, named = table()
+        import_later()
+        assert "torch._dynamo" in sys.modules
+        public2, private2, codes2, named2 = table()
+        changed = sorted(k for k in named if named2.get(k) is not named[k])
+        print(public == public2, private == private2, codes == codes2, set(named) == set(named2), changed)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True True True True []"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux's (other systems: portable workers)")
+def test_a_zygote_for_one_module_leaves_the_costly_warm_up_until_told_more_is_coming(spy):
+    """`torchgrade check tensors.view` starts a zygote that does not import torch._dynamo before its first
+    worker (0.7 s of a first check): that worker does not have it; after a "warm" (more modules, or a
+    watch session's next round) the zygote has it, and so does every worker forked from then on."""
+    (spy / "spy.py").write_text((spy / "spy.py").read_text() + textwrap.dedent("""
+
+        def dynamo_loaded():
+            import sys
+            return "torch._dynamo" in sys.modules and "torch.fx.experimental.symbolic_shapes" in sys.modules
+    """))
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from torchgrade.sandbox import host
+host.start_early(one_module=True)
+host.started()
+def loaded(warm):
+    sandbox = host.Sandbox(Path({str(spy)!r}), warm=warm)
+    try:
+        return sandbox.run("spy", "dynamo_loaded", "call", (), {{}}, {{}}, timeout=60)["value"]
+    finally:
+        sandbox.close()
+print(loaded(False), loaded(False), end=" ")
+host.warm_zygotes()  # a watch session, after its first round
+print(loaded(False), end=" ")
+host.close_all()
+host.start_early(one_module=True)
+host.started()
+print(loaded(True), loaded(False))  # a session of several modules: its first spawn says so
+"""
+    env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    # (the first worker of a session of several modules is forked before the import, the next after it)
+    assert done.stdout.strip() == "False False True False True", done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux's (other systems: portable workers)")
+def test_the_reference_keeps_full_marks_in_checks_of_one_module_from_a_zygote_that_left_its_warm_up():
+    """The modules whose code imports torch._dynamo (an optimizer, DDP) import it inside the student's
+    windows when their worker comes from a zygote of a check of one module: nothing that import runs
+    may be taken for the student's calls, nor slow a check past its limit."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from torchgrade.config import load_assignment
+from torchgrade.sandbox import host
+from torchgrade.session import CheckSession
+assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
+host.start_early(assignment.probes_dir, one_module=True)
+with CheckSession(assignment, device="cpu", include_hidden=False, only=("training", "parallel")) as session:
+    for module in ("training", "parallel"):
+        grade = session.grade(Path({str(ROOT / "reference")!r}), {{module}})  # one module: no "warm"
+        graded = [t for t in grade.tests if t.device != "cuda"]  # (--device cpu: the CUDA ones are set aside)
+        print(module, sorted({{t.status for t in graded}}), [t.output[:300] for t in graded if t.status != "passed"][:2])
+"""
+    env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert done.stdout.splitlines() == ["training ['passed'] []", "parallel ['passed'] []"], done.stdout + done.stderr[-2000:]
+
+
 def test_the_zygotes_warm_up_runs_no_autograd_and_asks_cuda_nothing():
     """On a machine with a GPU either leaves every worker forked afterwards unable to use CUDA or
     autograd (warmup.py): spies on the Python entry points of both see no call."""

@@ -122,7 +122,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     assignment = _assignment(assignment_path)
     # The sandbox imports torch (its start is the longest wait of a first check) while this process
     # imports the rest, checks the course (importing torch too) and collects the checks: started first.
-    start_early(assignment.probes_dir)
+    start_early(assignment.probes_dir, one_module=len({t.replace("::", ".").split(".")[0] for t in targets}) == 1)
     from . import feedback, refcache, terminal
     from .grading import GradingError, grade_submission
     from .report import write_report

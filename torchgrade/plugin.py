@@ -88,6 +88,9 @@ class GradingState:
         self.results: list[CheckResult] = []
         self.started = time.perf_counter()
         self._sandbox: Sandbox | None = None
+        #: Whether more than one module may be graded (see Sandbox.warm); a session that knows which
+        #: modules its checks are in says so exactly (torchgrade.session).
+        self.warm = len({name.replace("::", ".").split(".")[0] for name in only}) != 1
         #: Without CUDA, the CUDA checks run on the stand-in ("score", "warn") or are set aside ("off"):
         #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
         policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin
@@ -99,7 +102,8 @@ class GradingState:
             # CUDA where it is here, whatever --device says: student code sees the devices the reference
             # sees (a CPU check of pick_device asks torch.cuda.is_available() on both sides)
             cuda = torch.cuda.is_available()
-            self._sandbox = Sandbox(self.submission, cuda=cuda, ranks=_distributed(self.assignment) if cuda else frozenset())
+            self._sandbox = Sandbox(self.submission, cuda=cuda, ranks=_distributed(self.assignment) if cuda else frozenset(),
+                                    warm=self.warm)
         return self._sandbox
 
     def device_skip_reason(self, device: str) -> str | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import Assignment
+from .sandbox import host
 from .scoring import CheckResult, Grade
 from .session import CheckSession
 
@@ -95,6 +96,7 @@ class Watcher:
         for exercise in names:  # recorded before grading: a save during the run is seen next time
             self._seen[exercise] = (self._stat(exercise), self._digest(exercise))
         graded = self._session.grade(self.folder, set(names) if exercises is not None else None)
+        host.warm_zygotes()  # every re-check from now on starts workers from a fully warmed zygote
         for exercise in names:
             self._results[exercise] = [t for t in graded.tests if t.exercise == exercise]
         order = {name: i for i, name in enumerate(self.exercises())}

@@ -123,7 +123,7 @@ class Zygote:
             prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
         config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
                   "clean_all": plan.clean_all, "level_only": level_only, "own_ipc": not plan.prefix,
-                  "shm_bytes": isolation.TMPFS_BYTES,
+                  "shm_bytes": isolation.TMPFS_BYTES, "later": _warm_up_later,
                   "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
         self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
         self.process = subprocess.Popen(
@@ -212,6 +212,14 @@ class Zygote:
         except ZygoteGone:
             return {"ok": False}
 
+    def warm(self) -> None:
+        """Have it import the costly part of its warm-up now, if it has not (warmup.LATER): more than
+        one module is to be graded (a spawn with warm=True does the same, after forking its worker)."""
+        try:
+            self._ask({"op": "warm", "warm": True})
+        except ZygoteGone:
+            pass
+
     def reset(self) -> None:
         """Between submissions: kill whatever is left and empty the private temporary folders."""
         try:
@@ -250,6 +258,15 @@ def _forget_zygotes() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
     os.register_at_fork(after_in_child=_forget_zygotes)
+
+
+def warm_zygotes() -> None:
+    """Warm every live zygote of this process (`Zygote.warm`): a session that grades again and again
+    (`check --watch`) wants workers that need not import the costly part themselves."""
+    with _zygote_lock:
+        live = [z for z in _zygotes.values() if isinstance(z, Zygote) and z.alive()]
+    for z in live:
+        z.warm()
 
 
 def close_all() -> None:
@@ -321,18 +338,23 @@ def _start(plan: Plan, level_only: bool = False) -> Any:
 
 
 _early: tuple[threading.Event, list[Exception]] | None = None
+#: Zygotes started from now on import the costly part of their warm-up only when told to (start_early).
+_warm_up_later = False
 
 
-def start_early(probes_dir: str | Path | None = None) -> None:
+def start_early(probes_dir: str | Path | None = None, one_module: bool = False) -> None:
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
     when the first check needs it; a failure to start is reported by `started` or by `zygote`.
     `probes_dir`: the course's probes folder, which the zygote loads (else the one set before, if any:
     a zygote started for another folder is closed, and started again, when the course is set).
+    `one_module`: this process checks one module (`torchgrade check tensors.view`): its zygotes leave
+    the costly part of their warm-up until they are told more is coming (see `Zygote.warm`).
 
     The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
     the sandbox when the *thread* that started it ends.
     """
-    global _early
+    global _early, _warm_up_later
+    _warm_up_later = one_module
     if probes_dir is not None:
         use_course(probes_dir)
     done, failed = _early = threading.Event(), []
@@ -442,7 +464,7 @@ class Worker:
     """One sandbox process serving the targets of one student module, one request at a time."""
 
     def __init__(self, zygote: Any, submission: str, exercise: str, workdir: Path, limits: Limits,
-                 timeout: float, cuda: bool = False, ranks: bool = False):
+                 timeout: float, cuda: bool = False, ranks: bool = False, warm: bool = True):
         self.zygote = zygote
         self.exercise = exercise
         self.workdir = workdir
@@ -453,7 +475,8 @@ class Worker:
         self.resumed = False
         self.closed = False
         self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
-                                                 exercise=exercise, limits=asdict(limits), cuda=cuda, ranks=ranks)
+                                                 exercise=exercise, limits=asdict(limits), cuda=cuda, ranks=ranks,
+                                                 warm=warm)
         self.hello = self._receive(timeout, importing=True)
 
     def pause(self) -> bool:
@@ -541,8 +564,11 @@ class Sandbox:
     """
 
     def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False,
-                 ranks: frozenset[str] = frozenset()):
+                 ranks: frozenset[str] = frozenset(), warm: bool = True):
         self.submission = Path(submission).resolve()
+        #: More than one module may be graded: the zygote imports the costly part of its warm-up at the
+        #: first worker, after forking it (zygote.py); a check of one module does not wait for it.
+        self.warm = warm
         self.limits = limits
         #: Its workers may use CUDA (they start it before their limits, which would refuse it: worker.start_cuda).
         self.cuda = cuda
@@ -635,7 +661,7 @@ class Sandbox:
         submission = self._zygote.plan.path(self._home / "submission")
         try:
             worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout, self.cuda,
-                            exercise in self.ranks)
+                            exercise in self.ranks, self.warm)
         except SandboxFailure:
             self._collect_output(exercise, workdir, ())
             raise

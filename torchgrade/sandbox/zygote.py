@@ -19,10 +19,13 @@ Protocol on the control socket (SOCK_SEQPACKET, one JSON message per packet):
   (reap, pause and resume refuse any pid that is not one of its workers)
   {"op": "reset"} -> kills every process left, empties the private temporary folders, removes the System V
       IPC objects the sandbox user made -> {"ok": true}
+  {"op": "warm"} -> {"ok": true}, then the costly part of the warm-up (warmup.LATER), once: as a spawn with
+      "warm": true does after it has forked the worker (more than one module is to be graded)
 
 The zygote's own configuration (argv[2], JSON): {"user": [uid, gid] or null, "clean": [folders],
 "clean_all": bool} from ``isolation.Plan``, "own_ipc": whether to make an IPC namespace of its own (without
-bubblewrap), and "probes": the course's probes folder or null.
+bubblewrap), "probes": the course's probes folder or null, and "later": whether the costly part of the
+warm-up waits for a "warm" (a check of one module).
 """
 
 from __future__ import annotations
@@ -204,11 +207,14 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
         why = check_user(user)
         control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
         return
-    from torchgrade.sandbox.warmup import prepare
+    from torchgrade.sandbox.warmup import import_later, prepare
 
     # Imports torch, and torch's lazy imports: the cost every worker then shares. Frozen: the
-    # collector never walks what workers inherit (fewer copy-on-write page faults too).
-    probes_error = prepare(config.get("probes"))
+    # collector never walks what workers inherit (fewer copy-on-write page faults too). For a check of
+    # one module ("later"), the costliest wait until the host says more is coming (a spawn or "warm"
+    # with "warm": true), and come after the reply, while the worker runs.
+    cold = bool(config.get("later"))
+    probes_error = prepare(config.get("probes"), later=not cold)
     if probes_error is not None:
         control.send(json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
@@ -267,6 +273,8 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
                         reply = {"ok": True, "processes": len(tree) - 1, "threads": threads(pid)}
                     except (ProcessLookupError, PermissionError):
                         reply = {"ok": False}
+            elif op == "warm":
+                reply = {"ok": True}
             elif op == "reset":
                 kill_others(workers)
                 if not workers:  # no other submission is being graded by this zygote right now
@@ -282,6 +290,9 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
                 control.send(json.dumps(reply).encode())
             except OSError:
                 return
+            if cold and request.get("warm"):
+                import_later()
+                cold = False
     finally:
         kill_others(set())
         clean(config.get("clean", []), user[0] if user else None, bool(config.get("clean_all")))
