@@ -112,7 +112,7 @@ class Zygote:
     """A clean process with torch imported that forks sandbox workers on request (`level_only`: one that
     only proves that the sandbox and its user work at this level, then ends; it imports nothing)."""
 
-    def __init__(self, plan: Plan, level_only: bool = False):
+    def __init__(self, plan: Plan, level_only: bool = False, later: bool = False):
         self.plan = plan
         self.dead = False
         self._lock = threading.Lock()
@@ -123,7 +123,7 @@ class Zygote:
             prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
         config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
                   "clean_all": plan.clean_all, "level_only": level_only, "own_ipc": not plan.prefix,
-                  "shm_bytes": isolation.TMPFS_BYTES, "later": _warm_up_later,
+                  "shm_bytes": isolation.TMPFS_BYTES, "later": later,
                   "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
         self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
         self.process = subprocess.Popen(
@@ -292,8 +292,9 @@ def use_course(probes_dir: str | Path | None) -> None:
         _zygotes.clear()
 
 
-def zygote(requested: str | None = None) -> Zygote:
-    """The zygote for this isolation level (None: the best that works), started again if it died."""
+def zygote(requested: str | None = None, later: bool = False) -> Zygote:
+    """The zygote for this isolation level (None: the best that works), started again if it died;
+    `later`: one started now leaves the costly part of its warm-up until told (see `start_early`)."""
     with _zygote_lock:
         current = _zygotes.get(requested)
         if current is not None and current.alive():
@@ -301,7 +302,7 @@ def zygote(requested: str | None = None) -> Zygote:
         if current is not None:
             current.close()
         plan = _chosen.get(requested)
-        _zygotes[requested] = _start(plan) if plan is not None else _start_best(requested)
+        _zygotes[requested] = _start(plan, later=later) if plan is not None else _start_best(requested, later=later)
         return _zygotes[requested]
 
 
@@ -324,10 +325,10 @@ def choose_level(requested: str | None = None) -> str:
     return started.plan.level
 
 
-def _start(plan: Plan, level_only: bool = False) -> Any:
+def _start(plan: Plan, level_only: bool = False, later: bool = False) -> Any:
     """A zygote that forks workers (Linux), or at level process the portable backend that starts each."""
     if plan.level != "process":
-        return Zygote(plan, level_only)
+        return Zygote(plan, level_only, later)
     from . import portable
 
     probes = None if level_only else os.environ.get(COURSE_ENV) or None  # a proof of the level loads no course
@@ -338,8 +339,6 @@ def _start(plan: Plan, level_only: bool = False) -> Any:
 
 
 _early: tuple[threading.Event, list[Exception]] | None = None
-#: Zygotes started from now on import the costly part of their warm-up only when told to (start_early).
-_warm_up_later = False
 
 
 def start_early(probes_dir: str | Path | None = None, one_module: bool = False) -> None:
@@ -347,21 +346,20 @@ def start_early(probes_dir: str | Path | None = None, one_module: bool = False) 
     when the first check needs it; a failure to start is reported by `started` or by `zygote`.
     `probes_dir`: the course's probes folder, which the zygote loads (else the one set before, if any:
     a zygote started for another folder is closed, and started again, when the course is set).
-    `one_module`: this process checks one module (`torchgrade check tensors.view`): its zygotes leave
-    the costly part of their warm-up until they are told more is coming (see `Zygote.warm`).
+    `one_module`: this process checks one module (`torchgrade check tensors.view`): the zygote leaves
+    the costly part of its warm-up until it is told more is coming (see `Zygote.warm`).
 
     The starting thread then waits for good: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) ends
     the sandbox when the *thread* that started it ends.
     """
-    global _early, _warm_up_later
-    _warm_up_later = one_module
+    global _early
     if probes_dir is not None:
         use_course(probes_dir)
     done, failed = _early = threading.Event(), []
 
     def start() -> None:
         try:
-            zygote(isolation.requested_level())
+            zygote(isolation.requested_level(), later=one_module)
         except Exception as e:  # IsolationError: no level could start
             failed.append(e)
         done.set()
@@ -381,7 +379,7 @@ def started() -> None:
         raise failed[0] if isinstance(failed[0], IsolationError) else IsolationError(why)
 
 
-def _start_best(requested: str | None, level_only: bool = False) -> Zygote:
+def _start_best(requested: str | None, level_only: bool = False, later: bool = False) -> Zygote:
     reasons = []
     for plan in isolation.plans(requested):
         if plan.prefix:
@@ -390,7 +388,7 @@ def _start_best(requested: str | None, level_only: bool = False) -> Zygote:
                 reasons.append(f"{plan.level}: {why}")
                 continue
         try:
-            started = _start(plan, level_only)
+            started = _start(plan, level_only, later)
         except (SandboxFailure, OSError) as e:  # OSError: a socket type or call this OS lacks
             reasons.append(f"{plan.level}: {e}")
             continue
