@@ -628,11 +628,14 @@ def test_the_entry_table_built_before_the_costly_warm_up_is_the_one_built_after(
     assert done.stdout.strip() == "True True True True []"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux's (other systems: portable workers)")
-def test_a_zygote_for_one_module_leaves_the_costly_warm_up_until_told_more_is_coming(spy):
-    """`torchgrade check tensors.view` starts a zygote that does not import torch._dynamo before its first
-    worker (0.7 s of a first check): that worker does not have it; after a "warm" (more modules, or a
-    watch session's next round) the zygote has it, and so does every worker forked from then on."""
+@pytest.mark.parametrize("isolation_level", ["auto", "process"])
+def test_a_sandbox_for_one_module_leaves_the_costly_warm_up_until_told_more_is_coming(spy, isolation_level):
+    """`torchgrade check tensors.view` starts a sandbox that does not import torch._dynamo before its
+    first worker (0.5 s of a first check): that worker does not have it; after a "warm" (more modules, or
+    a watch session's next round) the zygote has it, and so does every worker forked from then on (at
+    level process: every worker process started from then on, a spare started before included)."""
+    if isolation_level == "auto" and not sys.platform.startswith("linux"):
+        pytest.skip("the zygote is Linux's (other systems: portable workers)")
     (spy / "spy.py").write_text((spy / "spy.py").read_text() + textwrap.dedent("""
 
         def dynamo_loaded():
@@ -660,17 +663,19 @@ host.start_early(one_module=True)
 host.started()
 print(loaded(True), loaded(False))  # a session of several modules: its first spawn says so
 """
-    env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
+    env = {**{k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}, isolation.ENV_VAR: isolation_level}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     # (the first worker of a session of several modules is forked before the import, the next after it)
     assert done.stdout.strip() == "False False True False True", done.stdout + done.stderr[-2000:]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux's (other systems: portable workers)")
-def test_the_reference_keeps_full_marks_in_checks_of_one_module_from_a_zygote_that_left_its_warm_up():
+@pytest.mark.parametrize("isolation_level", ["auto", "process"])
+def test_the_reference_keeps_full_marks_in_checks_of_one_module_from_a_sandbox_that_left_its_warm_up(isolation_level):
     """The modules whose code imports torch._dynamo (an optimizer, DDP) import it inside the student's
-    windows when their worker comes from a zygote of a check of one module: nothing that import runs
+    windows when their worker comes from a sandbox of a check of one module: nothing that import runs
     may be taken for the student's calls, nor slow a check past its limit."""
+    if isolation_level == "auto" and not sys.platform.startswith("linux"):
+        pytest.skip("the zygote is Linux's (other systems: portable workers)")
     script = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
@@ -686,7 +691,7 @@ with CheckSession(assignment, device="cpu", include_hidden=False, only=("trainin
         graded = [t for t in grade.tests if t.device != "cuda"]  # (--device cpu: the CUDA ones are set aside)
         print(module, sorted({{t.status for t in graded}}), [t.output[:300] for t in graded if t.status != "passed"][:2])
 """
-    env = {k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}
+    env = {**{k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}, isolation.ENV_VAR: isolation_level}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
     assert done.stdout.splitlines() == ["training ['passed'] []", "parallel ['passed'] []"], done.stdout + done.stderr[-2000:]
 

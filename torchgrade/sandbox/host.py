@@ -264,7 +264,7 @@ def warm_zygotes() -> None:
     """Warm every live zygote of this process (`Zygote.warm`): a session that grades again and again
     (`check --watch`) wants workers that need not import the costly part themselves."""
     with _zygote_lock:
-        live = [z for z in _zygotes.values() if isinstance(z, Zygote) and z.alive()]
+        live = [z for z in _zygotes.values() if z.alive()]  # (a Zygote, or at level process a Spawner)
     for z in live:
         z.warm()
 
@@ -333,7 +333,7 @@ def _start(plan: Plan, level_only: bool = False, later: bool = False) -> Any:
 
     probes = None if level_only else os.environ.get(COURSE_ENV) or None  # a proof of the level loads no course
     try:
-        return portable.Spawner(plan, sandbox_env(plan), probes, ZYGOTE_START_S)
+        return portable.Spawner(plan, sandbox_env(plan), probes, ZYGOTE_START_S, later)
     except portable.PortableError as e:
         raise ZygoteGone(f"the sandbox ({plan.level}) did not start: {e}") from None
 

@@ -391,9 +391,11 @@ sys.exit(code)
 class _Child:
     """One process started ahead, torch imported; a worker once it has its assignment."""
 
-    def __init__(self, plan: Any, env: dict[str, str], probes: str | None):
+    def __init__(self, plan: Any, env: dict[str, str], probes: str | None, later: bool = False):
         self.log = tempfile.TemporaryFile()  # what it printed before its assignment: why it failed, if it did
-        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC})
+        #: It leaves the costly part of the warm-up to the module's code, if it needs it (warmup.LATER).
+        self.later = later
+        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC, "later": later})
         # A process group (POSIX) or a console group (Windows) of its own: Ctrl-C is the grader's to handle.
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
@@ -482,17 +484,21 @@ def _running(process: Any) -> bool:
 class Spawner:
     """The portable stand-in for `host.Zygote`: the same methods, each worker a fresh Python process."""
 
-    def __init__(self, plan: Any, env: dict[str, str], probes: str | None, start_timeout: float):
+    def __init__(self, plan: Any, env: dict[str, str], probes: str | None, start_timeout: float,
+                 later: bool = False):
         _psutil()
         self.plan = plan
         self.dead = False
         self._env, self._probes, self._start_timeout = env, probes, start_timeout
+        #: Its processes leave the costly part of the warm-up until told more modules are coming (`warm`),
+        #: as a zygote for a check of one module does (host.start_early).
+        self._later = later
         self._lock = threading.Lock()
         self._workers: dict[int, _Child] = {}
         self._stop = threading.Event()
         #: The host's IPC objects before this submission's first worker (what is new after it is removed).
         self._leftovers: Any = None
-        self._spare = _Child(plan, env, probes)
+        self._spare = _Child(plan, env, probes, later)
         why = self._spare.wait_ready(start_timeout)  # proves that a sandbox process can start here at all
         if why:
             raise PortableError(f"the sandbox process did not start: {why}")
@@ -512,9 +518,11 @@ class Spawner:
                 from .ipc import Leftovers
 
                 self._leftovers = Leftovers()
+            if config.get("warm"):
+                self._later = False  # more modules are coming: the next processes warm up in full
             child, self._spare = self._spare, None
             try:
-                child = child or _Child(self.plan, self._env, self._probes)
+                child = child or _Child(self.plan, self._env, self._probes, self._later)
             except PortableError as e:
                 raise ZygoteGone(str(e)) from None
             why = child.wait_ready(self._start_timeout)
@@ -536,8 +544,18 @@ class Spawner:
                 child.memory_cap = int(limits["memory_bytes"]) + baseline
             self._workers[child.pid] = child
             with contextlib.suppress(PortableError):  # the next worker imports torch while this one works
-                self._spare = _Child(self.plan, self._env, self._probes)
+                self._spare = _Child(self.plan, self._env, self._probes, self._later)
             return child.pid, child.channel
+
+    def warm(self) -> None:
+        """From now on, processes warmed up in full (host.Zygote.warm); a spare that was not is replaced."""
+        with self._lock:
+            self._later = False
+            if self._spare is not None and self._spare.later and not self.dead:
+                self._spare.kill()
+                self._spare = None
+                with contextlib.suppress(PortableError):
+                    self._spare = _Child(self.plan, self._env, self._probes)
 
     def _watch_memory(self) -> None:
         while not self._stop.wait(WATCH_S):
@@ -718,7 +736,7 @@ def main(argv: list[str]) -> None:
 
     from .warmup import prepare
 
-    probes_error = prepare(config.get("probes"))  # as in the zygote
+    probes_error = prepare(config.get("probes"), later=not config.get("later"))  # as in the zygote
     if probes_error is not None:
         write_frame(channel_out, json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
