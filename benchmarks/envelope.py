@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -144,7 +145,7 @@ class Envelope:
                 with contextlib.suppress(OSError, ValueError):
                     for pid in (folder / "cgroup.procs").read_text().split():
                         with contextlib.suppress(OSError):
-                            os.kill(int(pid), 9)
+                            os.kill(int(pid), signal.SIGKILL)
                 try:
                     folder.rmdir()
                     break

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import ConfigError, load_assignment
+from .config import ConfigError, exercise_named, load_assignment
 from .i18n import LANG_HELP, LANGUAGES
 from .sandbox.host import start_early
 from .sandbox.isolation import ENV_VAR as ISOLATION_ENV
@@ -122,7 +122,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     assignment = _assignment(assignment_path)
     # The sandbox imports torch (its start is the longest wait of a first check) while this process
     # imports the rest, checks the course (importing torch too) and collects the checks: started first.
-    start_early(assignment.probes_dir, one_module=len({t.replace("::", ".").split(".")[0] for t in targets}) == 1)
+    start_early(assignment.probes_dir, one_module=len({exercise_named(t) for t in targets}) == 1)
     from . import feedback, refcache, terminal
     from .grading import GradingError, grade_submission
     from .report import write_report

@@ -168,6 +168,11 @@ def _patterns(value: Any, path: Path, *keys: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def exercise_named(name: str) -> str:
+    """The exercise a name on the command line is in: `tensors`, `tensors.view`, `tensors.view::test_x`."""
+    return name.replace("::", ".").split(".")[0]
+
+
 def find_assignment(start: str | Path | None = None) -> Path:
     """assignment.yaml in `start` (default: the current folder) or its nearest parent; ConfigError if none."""
     here = Path(start if start is not None else Path.cwd()).resolve()

@@ -90,7 +90,7 @@ class GradingState:
         self._sandbox: Sandbox | None = None
         #: Whether more than one module may be graded (see Sandbox.warm); a session that knows which
         #: modules its checks are in says so exactly (torchgrade.session).
-        self.warm = len({name.replace("::", ".").split(".")[0] for name in only}) != 1
+        self.warm = len({config_module.exercise_named(name) for name in only}) != 1
         #: Without CUDA, the CUDA checks run on the stand-in ("score", "warn") or are set aside ("off"):
         #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
         policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .config import Assignment
+from .config import Assignment, exercise_named
 from .sandbox import host
 from .scoring import CheckResult, Grade
 from .session import CheckSession
@@ -54,7 +54,7 @@ class Watcher:
 
     def exercises(self) -> list[str]:
         """The modules this watch grades (all visible ones, or those `only` names)."""
-        wanted = {o.split(".")[0].split("::")[0] for o in self.only}
+        wanted = {exercise_named(o) for o in self.only}
         return [e.name for e in self.assignment.exercises
                 if e.visibility == "visible" and (not wanted or e.name in wanted)]
 

@@ -193,7 +193,6 @@ def watch_numpy_arrays() -> bool:
     return True
 
 
-
 def _wrap_array_types() -> list[type]:
     """Give ndarray and each of its subclasses still on CPython's allocator the wrapper; return those."""
     numpy = sys.modules.get("numpy")

@@ -216,7 +216,7 @@ class Zygote:
         """Have it import the costly part of its warm-up now, if it has not (warmup.LATER): more than
         one module is to be graded (a spawn with warm=True does the same, after forking its worker)."""
         try:
-            self._ask({"op": "warm", "warm": True})
+            self._ask({"op": "warm"})
         except ZygoteGone:
             pass
 

@@ -83,11 +83,11 @@ class Plan:
         return self.inside if relative == "." else os.path.join(self.inside, relative)
 
 
-
 def gpu_device_nodes() -> list[str]:
     """This machine's GPUs as their drivers show them, without starting CUDA: NVIDIA's numbered device
     nodes (a card each) and AMD's /dev/kfd."""
     return sorted(glob.glob("/dev/nvidia[0-9]*")) + (["/dev/kfd"] if os.path.exists("/dev/kfd") else [])
+
 
 def requested_level() -> str | None:
     """The level TORCHGRADE_ISOLATION demands, or None for the best available."""

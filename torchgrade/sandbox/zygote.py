@@ -290,7 +290,7 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
                 control.send(json.dumps(reply).encode())
             except OSError:
                 return
-            if cold and request.get("warm"):
+            if cold and (op == "warm" or request.get("warm")):
                 import_later()
                 cold = False
     finally:
