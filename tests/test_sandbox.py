@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -694,6 +695,37 @@ with CheckSession(assignment, device="cpu", include_hidden=False, only=("trainin
     env = {**{k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}, isolation.ENV_VAR: isolation_level}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
     assert done.stdout.splitlines() == ["training ['passed'] []", "parallel ['passed'] []"], done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("isolation_level", ["auto", "process"])
+def test_a_switch_sought_after_a_lazy_import_in_a_sandbox_for_one_module_is_the_graders(tmp_path, isolation_level):
+    """tests/hostile/switch_after_a_lazy_import.py, graded as `torchgrade check tensors.broadcast_to`
+    grades it: from a sandbox that has not imported torch._dynamo, the attack imports it and looks for
+    a real switch of the profiler in what that import brought; there is none, and its hidden expand
+    costs the target its points."""
+    if isolation_level == "auto" and not sys.platform.startswith("linux"):
+        pytest.skip("the zygote is Linux's (other systems: portable workers)")
+    submission = tmp_path / "submission"
+    shutil.copytree(ROOT / "reference", submission, ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+    attack = (ROOT / "tests" / "hostile" / "switch_after_a_lazy_import.py").read_text()
+    (submission / "tensors.py").write_text((submission / "tensors.py").read_text() + "\n\n" + attack)
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from torchgrade.config import load_assignment
+from torchgrade.sandbox import host
+from torchgrade.session import CheckSession
+assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
+host.start_early(assignment.probes_dir, one_module=True)
+with CheckSession(assignment, device="cpu", include_hidden=False, only=("tensors.broadcast_to",)) as session:
+    grade = session.grade(Path({str(submission)!r}))
+graded = [t for t in grade.tests if t.device != "cuda"]
+print(sum(t.score for t in graded), any("expand" in t.output for t in graded), all(t.forbidden for t in graded))
+"""
+    env = {**{k: v for k, v in os.environ.items() if k != isolation.ENV_VAR}, isolation.ENV_VAR: isolation_level}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert done.stdout.strip() == "0.0 True True", done.stdout + done.stderr[-2000:]
 
 
 def test_the_zygotes_warm_up_runs_no_autograd_and_asks_cuda_nothing():
