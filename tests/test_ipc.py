@@ -83,3 +83,28 @@ def test_a_queue_is_found_and_unlinked_by_name():
         pytest.skip("no POSIX message queues here")
     assert queue_exists(name)
     assert unlink_queue(name) and not queue_exists(name)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/maps: Linux")
+def test_a_new_shared_memory_file_a_live_process_still_maps_is_kept_and_one_nobody_maps_is_removed(tmp_path, monkeypatch):
+    """At level process, what appears in /dev/shm while a submission runs is removed once its processes
+    are dead; a file some live process still maps is another program's (the grader's own pool of
+    processes makes its semaphores there, a test session's other worker too: removing one broke that
+    pool, BrokenProcessPool), and is kept."""
+    import subprocess
+
+    monkeypatch.setattr(ipc, "POSIX_SHM", str(tmp_path))  # (a folder standing in for /dev/shm)
+    leftovers = ipc.Leftovers()
+    in_use, left = tmp_path / "sem.mp-in-use", tmp_path / "psm_left_behind"
+    in_use.write_bytes(b"\0" * 4096)
+    left.write_bytes(b"\0" * 4096)
+    holder = subprocess.Popen([sys.executable, "-c", f"import mmap, sys; f = open({str(in_use)!r}, 'r+b'); "
+                               "m = mmap.mmap(f.fileno(), 4096); print('mapped', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "mapped"
+        assert leftovers.remove() == 1
+        assert sorted(os.listdir(tmp_path)) == [in_use.name]
+    finally:
+        holder.stdin.close()
+        holder.wait(10)

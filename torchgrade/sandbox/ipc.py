@@ -205,7 +205,8 @@ class Leftovers:
     """What a submission graded at level process leaves in the host's IPC: taken note of before it runs,
     and what is new after it, of the grader's user and not made by the grader, removed.
 
-    Another program of the same user that makes an object while a submission is graded could lose it:
+    Another program of the same user that makes an object while a submission is graded could lose it
+    (a file in /dev/shm that a live process still maps is kept: by then the submission's are dead):
     this is the level that offers no user of the sandbox's own (SECURITY.md)."""
 
     def __init__(self) -> None:
@@ -220,11 +221,15 @@ class Leftovers:
         for o in objects():
             if (o.kind, o.id, o.key) not in self.before and self.uid in (o.uid, o.cuid) and o.cpid != os.getpid():
                 removed += remove(o)
-        for name in set(_posix_shm()) - self.files:
+        new = set(_posix_shm()) - self.files
+        mapped = _mapped_files() if new else set()
+        for name in new:
             path = os.path.join(POSIX_SHM, name)
             with contextlib.suppress(OSError):
                 info = os.lstat(path)
-                if info.st_uid == self.uid:
+                # (the submission's processes are dead by now: one a live process maps is another program's,
+                # such as the semaphores of the grader's own pool of processes)
+                if info.st_uid == self.uid and path not in mapped:
                     if stat.S_ISDIR(info.st_mode):
                         shutil.rmtree(path)
                     else:
@@ -233,6 +238,19 @@ class Leftovers:
         for name in set(queues()) - self.queues:
             removed += _unlink(os.path.join(MQUEUE, name), self.uid)
         return removed
+
+
+def _mapped_files() -> set[str]:
+    """The files live processes map (/proc/PID/maps; nothing where there is no such file)."""
+    found = set()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if pid.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+                for line in f:  # address, permissions, offset, device, inode, then the path if there is one
+                    fields = line.rstrip("\n").split(None, 5)
+                    if len(fields) == 6:
+                        found.add(fields[5])
+    return found
 
 
 def _posix_shm() -> list[str]:
