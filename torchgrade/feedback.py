@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .config import Assignment
-from .i18n import MESSAGES
+from .i18n import MESSAGES, t
 from .scoring import CheckResult, Grade
 
 #: "hint: " and "提示：", how a message's last line starts when it is a hint (torchgrade/differential.py).
@@ -223,7 +223,8 @@ def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, pat
             exercises.append(ExerciseView(exercise.name, exercise.title, targets, missing=lacking))
     for (exercise, name), checks in by_target.items():  # checks of targets the assignment does not list
         exercises.append(ExerciseView(exercise, exercise, [TargetView(exercise, name, checks)]))
-    skipped = Counter(r.output.split("\n", 1)[0] for r in grade.tests if r.status == "skipped")
+    skipped = Counter((r.output if instructor or r.visibility == "visible" else t("hidden_check_details")).split("\n", 1)[0]
+                      for r in grade.tests if r.status == "skipped")  # a hidden check's reason is the instructor's
     notes, printed = _split_output(grade.output)
     if instructor and grade.hidden_output:
         printed += [(f"{key} (during hidden checks)", text) for key, text in _split_output(grade.hidden_output)[1]]

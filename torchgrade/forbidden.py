@@ -62,6 +62,9 @@ def _match(name: str, patterns: tuple[str, ...]) -> str | None:
 
 #: Names the sandbox's recorder uses (torchgrade.sandbox.recorder; kept here, which imports no torch).
 DISPATCHER = "dispatcher"
+#: The `where` of a call made inside a window with no frame of the submission's files on the stack: the target
+#: is torch's own function, or code compiled under another file's name. It is the target's all the same.
+UNLINED = "<no line>"
 TAMPERED = "<recorder switched off>"
 #: Prefixes of recorded names: a private entry point of torch (refused where calls are forbidden: its name
 #: does not say what it computes), and a bridge to another array library (refused: what numpy computes is
@@ -116,15 +119,19 @@ def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list
         found.append(ForbiddenCall("the call recorder", "*", f"run time: the code {calls[TAMPERED]}"))
     for name, where in calls.items():
         if not where or not isinstance(where, str) or name == TAMPERED:
-            continue  # made by the probe, not the student's code
+            continue  # not a call's record
         if patterns and name.startswith((PRIVATE, BRIDGE, ARRAYS)):
             kind = next(k for k in (PRIVATE, BRIDGE, ARRAYS) if name.startswith(k))
             file, _, line = where.rpartition(":")
-            shown = f"{file} line {line} (seen while it ran)" if file else where  # (a thread: no line of the student's)
+            shown = f"{file} line {line} (seen while it ran)" if file else "run time, while it ran" if where == UNLINED \
+                else where  # (a thread: no line of the student's)
             found.append(ForbiddenCall(name[len(kind):], kind, shown))
             continue
         pattern = _match_runtime(name, where, patterns)
-        if pattern and where == DISPATCHER:
+        if pattern and where == UNLINED:
+            found.append(ForbiddenCall(name, pattern, "run time, in code with no line of your files (a torch function "
+                                                      "used as the target, or code compiled under another file's name)"))
+        elif pattern and where == DISPATCHER:
             found.append(ForbiddenCall(name, pattern, "run time, at torch's dispatcher (hidden from the call recorder)"))
         elif pattern:
             file, _, line = where.rpartition(":")

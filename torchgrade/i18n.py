@@ -178,6 +178,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "CUDA is not available on this machine, and the CUDA stand-in does not grade this check: {reason}; "
               "its points are set aside",
         "zh": "这台电脑上没有可用的 CUDA，CUDA 替身也不评测这项检查：{reason}；这项检查的分数暂不计入"},
+    "standin_student_unsupported": {
+        "en": "your code did something the CUDA stand-in cannot model ({reason}), where the reference did not, so this "
+              "CUDA check cannot tell whether it works on a GPU; it counts as failed here: grade it on a machine with "
+              "a GPU, or do the same work with tensor operations",
+        "zh": "你的代码做了 CUDA 替身无法模拟的事（{reason}），而参考答案没有，所以这项 CUDA 检查无法判断它在 GPU 上是否可行；"
+              "在这里算作未通过：请在有 GPU 的机器上评测，或用张量运算完成同样的工作"},
     "standin_warning": {
         "en": "warning only (this course's cuda_standin: warn; no points lost): {text}",
         "zh": "仅为警告（本课程设置 cuda_standin: warn；不扣分）：{text}"},

@@ -16,6 +16,7 @@ keeps every message, and that printed output as `extra_data.hidden_output`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -49,17 +50,19 @@ def skip_summary(skipped: list[CheckResult]) -> str:
                      sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _check_data(t: CheckResult) -> dict[str, Any]:
+def _check_data(t: CheckResult, instructor: bool = True) -> dict[str, Any]:
     data = {"exercise": t.exercise, "target": t.target, "device": t.device, "outcome": t.status,
             "nodeid": t.nodeid, "duration": t.duration, "forbidden": t.forbidden}
+    if not instructor and t.visibility != "visible":  # how long the code took on a hidden input says of the input
+        del data["duration"]
     if t.standin:  # a device fact from the CUDA stand-in, not a GPU
         data["standin"] = True
     return data
 
 
 def _student_output(t: CheckResult) -> str:
-    """What the student's copy says of a check: a hidden check's message is the instructor's."""
-    if t.visibility == "visible" or t.status in ("passed", "skipped"):
+    """What the student's copy says of a check: a hidden check's message (a skip reason too) is the instructor's."""
+    if t.visibility == "visible" or t.status == "passed":
         return t.output
     from .i18n import t as words
 
@@ -83,8 +86,10 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
             "max_score": t.max_score,
             "output": t.output if instructor else _student_output(t),
             "output_format": "text",  # student text is never rendered as HTML or Markdown
-            "extra_data": _check_data(t),
+            "extra_data": _check_data(t, instructor),
         })
+    if not instructor:  # what the student's copy may say of each set-aside check
+        skipped = [dataclasses.replace(t, output=_student_output(t)) for t in skipped]
     summary = skip_summary(skipped)
     output = "\n".join(part for part in (grade.output, summary) if part)
     return {
@@ -101,7 +106,8 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
             "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
             # Where each stood among the checks, so that a grade read back lists them in the same order.
             "skipped_checks": [{"name": t.name, "output": t.output, "position": position,
-                                "visibility": "visible" if t.visibility == "visible" else "hidden", **_check_data(t)}
+                                "visibility": "visible" if t.visibility == "visible" else "hidden",
+                                **_check_data(t, instructor)}
                                for t, position in zip(skipped, positions)],
         },
         "tests": tests,

@@ -66,7 +66,7 @@ def function_apply(target: Target, args: tuple, kwargs: dict, requires_grad: tup
     facts["grad_fn"] = f"{target.name}.backward" if own else (
         None if node is None else type(node).__name__)
     if saved:
-        stored = target.run(getattr, node, "saved_tensors") if own else ()
+        stored = target.drive(getattr, node, "saved_tensors") if own else ()
         facts["saved_result"] = any(
             isinstance(s, torch.Tensor) and s.shape == out.shape and bool(torch.equal(s.detach(), out)) for s in stored)
     wrt = [a for a, flag in zip(args, requires_grad) if flag]
@@ -75,10 +75,10 @@ def function_apply(target: Target, args: tuple, kwargs: dict, requires_grad: tup
         return facts
     grad = grad_seed(out, seed)
     # The node is called first: the watch records the student's own calls before the probe's backward.
-    returned = _returned(target.run(node.apply, grad), len(args)) if own else "not run: the grad_fn is not its own"
+    returned = _returned(target.drive(node.apply, grad), len(args)) if own else "not run: the grad_fn is not its own"
     facts["backward_returned"] = returned if raw_backward else "not compared"
     try:  # autograd checks what backward returned: its complaint is a fact like the others
-        grads = target.run(torch.autograd.grad, raw, wrt, grad, allow_unused=True)
+        grads = target.drive(torch.autograd.grad, raw, wrt, grad, allow_unused=True)
         facts["grads"] = [None if g is None else g.detach() for g in grads]
     except Raised as e:
         facts["grads"] = raised(e.error)
@@ -95,7 +95,7 @@ def function_gradcheck(target: Target, args: tuple, kwargs: dict, requires_grad:
     if getattr(raw.grad_fn, "_forward_cls", None) is not target.obj:  # else autograd's gradient is checked, not theirs
         return {"gradcheck": f"not run: the result's grad_fn is {type(raw.grad_fn).__name__}, not {target.name}'s own"}
     try:
-        target.run(torch.autograd.gradcheck, apply, args, eps=1e-6, atol=1e-5, rtol=1e-3)
+        target.drive(torch.autograd.gradcheck, apply, args, eps=1e-6, atol=1e-5, rtol=1e-3)
     except Raised as e:
         if isinstance(e.error, NotImplementedError):
             raise
@@ -155,7 +155,7 @@ def function_model(target: Target, args: tuple, kwargs: dict, requires_grad: tup
         getattr(n, "_forward_cls", None) is cls for n in _graph_nodes(raw.grad_fn))}
     wrt = [a for a, flag in zip(args, requires_grad) if flag]
     if raw.requires_grad and wrt:
-        grads = target.run(torch.autograd.grad, raw, wrt, grad_seed(out, seed), allow_unused=True)
+        grads = target.drive(torch.autograd.grad, raw, wrt, grad_seed(out, seed), allow_unused=True)
         facts["grads"] = [None if g is None else g.detach() for g in grads]
     else:
         facts["grads"] = None

@@ -42,13 +42,13 @@ def module_facts(target: Target, args: tuple, kwargs: dict, inputs: tuple = (), 
     }
     x = inputs[0].detach().requires_grad_(True)
     try:
-        target.run(module.to, device=x.device, dtype=x.dtype)
+        target.drive(module.to, device=x.device, dtype=x.dtype)
         if state is not None:
-            target.run(module.load_state_dict, state)
+            target.drive(module.load_state_dict, state)
         raw = target.run(module, x, *inputs[1:], **(forward_kwargs or {}))
         out = tensor(raw, "forward's result")
         if raw.requires_grad:
-            target.run(torch.autograd.backward, raw, grad_seed(out, seed))
+            target.drive(torch.autograd.backward, raw, grad_seed(out, seed))
     except Raised as e:
         return {**facts, "value": raised(e.error), "input_grad": None, "grads": None}
     return {**facts, "value": out.clone(), "input_grad": None if x.grad is None else x.grad.detach(),

@@ -35,8 +35,8 @@ from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
-from ..forbidden import DISPATCHER, PRIVATE, TAMPERED
-from . import arrays
+from ..forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
+from . import arrays, provenance
 from .entries import CONVERTERS, entries
 
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
@@ -57,6 +57,13 @@ _Marker = torch._C._profiler._RecordFunctionFast
 _DISPATCHING = frozenset({"torch.overrides", "torch._ops"})
 #: Seen calls that may run autograd's engine, so a student's custom backward: recorded, inside a marker.
 _RUNS_BACKWARD = frozenset({"backward", "grad"})
+#: The code of the frames that open a window (torchgrade.sandbox.probes.Target): a call's attribution stops there.
+_BOUNDARIES: set[Any] = set()
+
+
+def boundary(code: Any) -> None:
+    """Register the code of a function that runs the code under test inside a window (its frame is the edge)."""
+    _BOUNDARIES.add(code)
 
 
 class CallRecorder(TorchFunctionMode):
@@ -71,6 +78,8 @@ class CallRecorder(TorchFunctionMode):
         self.marked = 0
         #: The entry points (by identity) and torch's Python frames (by code) already named in `calls`.
         self._named: set[int] = set()
+        #: Whether the window open now is the outermost and drives the code under test (Target.drive).
+        self.driving = False
 
     def reset(self) -> None:
         """Forget what was recorded (each request starts afresh)."""
@@ -78,74 +87,108 @@ class CallRecorder(TorchFunctionMode):
         self._named.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        # A call the mode sees is torch's work, not the student's: the array-library hook of the student's
-        # windows (torchgrade.sandbox.arrays) is off while it runs, for its events were most of its cost.
-        hook = sys.getprofile()
-        if hook is not arrays.profile:
-            return self._call(func, types, args, kwargs)
-        sys.setprofile(None)
+        self._charge(func, args, sys._getframe(1))
+        # Code that torch calls back from inside this call (an __index__, a hook, a dispatch mode) and that
+        # is not installed code is watched like the target's own (_Callbacks); torch's own is not looked at.
+        previous = sys.getprofile()
+        sys.setprofile(_Callbacks(self))
         try:
-            return self._call(func, types, args, kwargs)
+            if self.marker is None:
+                return func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", None) not in _RUNS_BACKWARD:  # torch's own work: this thread records
+                # none of its operators (through _REAL: guard_switches replaces every module attribute
+                # holding a switch, this module's too)
+                _REAL["_enable_record_function"](False)
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    _REAL["_enable_record_function"](True)
+            self.marked += 1
+            with _Marker(self.marker):
+                return func(*args, **(kwargs or {}))
         finally:
-            sys.setprofile(hook)
+            sys.setprofile(previous)
 
-    def _call(self, func, types, args=(), kwargs=None):
+    def _charge(self, func: Any, args: tuple, caller: Any) -> None:
+        """Record a call seen in a window: everything there is the target's, whoever's frame is on the stack,
+        except what torch's own code does while the outermost window drives the target (Target.drive)."""
         name = getattr(func, "__name__", None) or repr(func)
         if name in ("__get__", "__set__"):  # a property: name it by the attribute
             name = getattr(getattr(func, "__self__", None), "__name__", name)
-        if name not in self.calls:
-            self.calls[name] = self._student_line()
-        # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
-        # whether it is private, a bridge to numpy, or run from torch's Python code on the student's behalf.
-        caller = sys._getframe(2)  # (past __torch_function__)
         if not caller.f_code.co_filename.startswith(self.submission):  # (the usual case needs no more)
             own = getattr(getattr(func, "__func__", func), "__code__", None)
             while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
                 caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
-        if caller is None:
-            pass
-        elif caller.f_code.co_filename.startswith(self.submission):
-            if id(func) not in self._named or name in CONVERTERS:
-                self._named.add(id(func))
-                where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
-                for entry in entries().names(func, args):
-                    self.calls.setdefault(entry, where)
-        else:
-            self._through(caller)
-        if self.marker is None:
-            return func(*args, **(kwargs or {}))
-        if name not in _RUNS_BACKWARD:  # torch's own work: this thread records none of its operators
-            # (through _REAL: guard_switches replaces every module attribute holding a switch, this module's too)
-            _REAL["_enable_record_function"](False)
-            try:
-                return func(*args, **(kwargs or {}))
-            finally:
-                _REAL["_enable_record_function"](True)
-        self.marked += 1
-        with _Marker(self.marker):
-            return func(*args, **(kwargs or {}))
-
-    def _student_line(self) -> str:
-        return student_line(sys._getframe(3), self.submission)
-
-    def _through(self, frame: Any) -> None:
-        """A call made by torch's Python code: name its frames up to the student's (none: not the student's)."""
-        torch_frames = []
+        # Up from the caller: the innermost frame of the submission's files, or the window's boundary.
+        frame, line, tainted, between = caller, "", False, []
         while frame is not None:
             code = frame.f_code
-            if code.co_filename.startswith(self.submission):
+            if code in _BOUNDARIES:
                 break
-            if id(code) not in self._named:
-                torch_frames.append((code, frame.f_globals.get("__name__") or ""))
+            if code.co_filename.startswith(self.submission):
+                line = f"{os.path.basename(code.co_filename)}:{frame.f_lineno}"
+                break
+            if not provenance.installed(code):
+                tainted = True
+            elif not tainted:
+                between.append(frame)  # installed code between the call and whatever made it
             frame = frame.f_back
-        if frame is None or not torch_frames:
+        if not line and frame is not None and self.driving and not tainted:
+            return  # torch driving the code under test, for the probe (a backward, a gradcheck)
+        where = line or UNLINED
+        self.calls.setdefault(name, where)
+        # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
+        # whether it is private, a bridge to numpy, or run from torch's Python code on the target's behalf.
+        if not between:
+            if id(func) not in self._named or name in CONVERTERS:
+                self._named.add(id(func))
+                for entry in entries().names(func, args):
+                    self.calls.setdefault(entry, where)
             return
-        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         table = entries()
-        for code, module in torch_frames:
-            self._named.add(id(code))
-            for entry in table.frame(code, module):
-                self.calls.setdefault(entry, where)
+        for torch_frame in between:
+            code = torch_frame.f_code
+            if id(code) not in self._named:
+                self._named.add(id(code))
+                for entry in table.frame(code, torch_frame.f_globals.get("__name__") or ""):
+                    self.calls.setdefault(entry, where)
+
+
+class _Callbacks:
+    """The profile hook inside a call the mode saw: the first frame of code that is not installed (a callback
+    of the student's that torch runs: an ``__index__``, a hook, a dispatch mode) runs as in a window, with the
+    mode on torch's stack and the dispatcher recorded, until it returns."""
+
+    __slots__ = ("mode", "frame", "depth")
+
+    def __init__(self, mode: CallRecorder):
+        self.mode = mode
+        self.frame: Any = None
+        self.depth = 0
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        try:
+            if self.frame is None:
+                if event == "call" and not provenance.installed(frame.f_code):
+                    self.frame = frame
+                    torch._C._push_on_torch_function_stack(self.mode)
+                    self.depth = torch._C._len_torch_function_stack()
+                    if self.mode.marker is not None:
+                        _REAL["_enable_record_function"](True)
+                return
+            if event == "return" and frame is self.frame:
+                self.frame = None
+                if self.mode.marker is not None:
+                    _REAL["_enable_record_function"](False)
+                if torch._C._len_torch_function_stack() == self.depth and \
+                        torch._C._get_function_stack_at(self.depth - 1) is self.mode:
+                    torch._C._pop_torch_function_stack()
+                elif _armed is not None:
+                    _armed.tampered.append("replaced torch's function modes")
+                return
+            arrays.profile(frame, event, arg)  # the array-library watch, as in a window
+        except Exception:  # (a profile function that raises is removed: the window's audit says so)
+            pass
 
 
 def student_line(frame: Any, submission: str) -> str:
@@ -265,7 +308,8 @@ class DispatchWatch:
         #: How many events the last request's profile held (the watch's cost is per event).
         self.events = 0
         self.pid = os.getpid()
-        self._depth = 0  # windows open in this thread
+        self._depth = 0  # windows open in this thread while armed
+        self._open = 0  # windows open in this thread
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[None]:
@@ -296,12 +340,24 @@ class DispatchWatch:
                 self._collect()
 
     @contextlib.contextmanager
-    def window(self) -> Iterator[None]:
-        """One run of the student's code: a marker, the mode on top, and an audit of both afterwards."""
-        if _armed is not self:
-            with self.mode:
-                yield
-            return
+    def window(self, drive: bool = False) -> Iterator[None]:
+        """One run of the code under test: a marker, the mode on top, and an audit of both afterwards.
+        With `drive`, the probe runs a torch function that runs that code (Target.drive): what torch's own
+        code does there is the probe's, in the outermost window only."""
+        outer = self.mode.driving
+        self.mode.driving = drive and self._open == 0
+        self._open += 1
+        try:
+            if _armed is not self:
+                with self.mode:
+                    yield
+                return
+            yield from self._armed_window()
+        finally:
+            self._open -= 1
+            self.mode.driving = outer
+
+    def _armed_window(self) -> Iterator[None]:
         depth = torch._C._len_torch_function_stack()
         self._depth += 1
         if self._depth == 1:

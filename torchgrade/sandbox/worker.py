@@ -29,7 +29,8 @@ except ImportError:  # Windows: no rlimits; the portable backend's host enforces
 
 from . import wire
 from .inbox import output_file
-from .probes import Target, run_probe
+from . import provenance
+from .probes import _HARNESS_DIRS, Target, run_probe
 from .recorder import CallRecorder, DispatchWatch
 
 #: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
@@ -57,12 +58,13 @@ class Session:
         self.exercise = exercise
         self.recorder = CallRecorder(self.submission)
         self.dispatch = DispatchWatch(self.recorder)
+        provenance.watch(self.submission, _HARNESS_DIRS)  # before the student's code: what is installed code
         self.module: Any = None
         self.import_failure: dict | None = None
 
-    def watch(self) -> contextlib.AbstractContextManager:
+    def watch(self, drive: bool = False) -> contextlib.AbstractContextManager:
         """One run of the student's code, recorded (see torchgrade.sandbox.recorder)."""
-        return self.dispatch.window()
+        return self.dispatch.window(drive)
 
     def load(self) -> dict:
         """Import the module (once); return the hello the host waits for: imported, or why not."""

@@ -26,7 +26,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from ...printable import valid
-from .. import standin
+from .. import recorder, standin
 
 PROBES: dict[str, Callable[..., Any]] = {}
 #: Probes that cannot run on the CUDA stand-in (``probe(standin=False)``), with the reason a report gives.
@@ -122,7 +122,7 @@ def _forget_course() -> None:
 class Target:
     """The object under test. Calling it runs its code under the watch; its exceptions become Raised."""
 
-    def __init__(self, obj: Any, name: str, watch: Callable[[], ContextManager] = contextlib.nullcontext,
+    def __init__(self, obj: Any, name: str, watch: Callable[[bool], ContextManager] = contextlib.nullcontext,
                  calls: dict[str, str] | None = None):
         self.obj = obj
         self.name = name
@@ -135,12 +135,24 @@ class Target:
         return self.run(self.obj, *args, **kwargs)
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run any callable from the code under test (a method, a Function's apply) under the watch."""
+        """Run a callable of the code under test (a method, a Function's apply) under the watch: everything
+        that happens inside is the target's."""
+        return self._within(False, fn, args, kwargs)
+
+    def drive(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a torch function that runs the code under test (``backward``, ``autograd.grad``, ``gradcheck``,
+        ``Module.to``) under the watch: what torch's own code does is the probe's, the rest the target's."""
+        return self._within(True, fn, args, kwargs)
+
+    def _within(self, drive: bool, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         try:
-            with self.watch():
+            with self.watch(drive):  # (this frame is the window's edge: recorder.boundary)
                 return fn(*args, **kwargs)
         except BaseException as e:  # SystemExit too: a student's sys.exit() is a result, not an exit
             raise Raised(e) from e
+
+
+recorder.boundary(Target._within.__code__)
 
 
 def raised(error: BaseException) -> dict:

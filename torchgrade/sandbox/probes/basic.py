@@ -37,7 +37,7 @@ def call_with_grad(target: Target, args: tuple, kwargs: dict, wrt: tuple = (0,),
             "the result is not differentiable: no gradient can reach the inputs (was it built with "
             ".detach(), .item(), torch.tensor(...), numpy, or written into a new tensor under no_grad?)"
         )
-    target.run(raw.backward, grad_seed(raw, seed))
+    target.drive(raw.backward, grad_seed(raw, seed))
     return {"value": out, "grads": [args[i].grad for i in wrt]}
 
 
@@ -86,7 +86,7 @@ def _module(target: Target, args: tuple, kwargs: dict, state: dict | None) -> to
     if not isinstance(module, torch.nn.Module):
         raise ProbeError(f"{target.name}(...) built a {type(module).__name__}, expected a torch.nn.Module")
     if state is not None:
-        target.run(module.load_state_dict, state)
+        target.drive(module.load_state_dict, state)
     return module
 
 
@@ -106,7 +106,7 @@ def module_forward(target: Target, args: tuple, kwargs: dict, inputs: tuple = ()
     out = tensor(raw)
     grads = {}
     if raw.requires_grad:
-        target.run(raw.backward, grad_seed(raw, seed))
+        target.drive(raw.backward, grad_seed(raw, seed))
         grads = {name: p.grad for name, p in module.named_parameters()}
     return {"parameters": _parameter_shapes(module), "value": out, "grads": grads}
 
@@ -127,7 +127,7 @@ def module_sgd(target: Target, args: tuple, kwargs: dict, inputs: tuple = (), la
             raise ProbeError("the module's output is not differentiable with respect to its parameters")
         loss = ((out - labels) ** 2).sum()
         module.zero_grad()
-        target.run(loss.backward)
+        target.drive(loss.backward)
         with torch.no_grad():
             for p in module.parameters():
                 if p.grad is not None:

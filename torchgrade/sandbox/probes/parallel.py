@@ -232,7 +232,7 @@ def _wrap(target: Target, rank: int, device: torch.device, args: tuple, kwargs: 
         for _ in range(steps):
             optimizer.zero_grad()
             value = loss_fn(target.run(wrapped, inputs), labels)
-            target.run(value.backward)
+            target.drive(value.backward)
             optimizer.step()
             losses.append(value.item())
     return {**facts, "losses": losses, "parameters_and_buffers": state(model)}
@@ -317,7 +317,7 @@ def _target(group: _Group, job: _Job) -> Target:
     code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__init__", None), "__code__", None)
     file = job.locator[1] if job.locator else (code.co_filename if code is not None else "")
     recorder = CallRecorder(os.path.dirname(file) + os.sep)
-    return Target(obj, job.name, lambda: recorder, recorder.calls)
+    return Target(obj, job.name, lambda drive=False: recorder, recorder.calls)
 
 
 def _sequence() -> int:

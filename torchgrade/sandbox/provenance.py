@@ -1,0 +1,85 @@
+"""Whose code a frame runs: installed code (torch's, the standard library's, the grader's) or not.
+
+The recorder excuses what torch's own Python code does while it drives the code under test (a
+probe's ``gradcheck``), and watches code that torch calls back from inside a call it saw (an
+``__index__``, a hook, a dispatch mode). Both need to tell torch's code from code that only claims
+to be: a file name is the student's to choose (``compile(src, torch.nn.functional.__file__,
+"exec")``). So a code object counts as installed when its file lies under an installed folder *and*
+no code was compiled or built at run time under that file's name, except by the import system reading
+that very file (an irremovable audit hook, added before any student code runs, keeps the record).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from typing import Any
+
+#: Files under which code may have been compiled or built at run time by someone else: never "installed".
+_foreign: set[str] = set()
+#: Code object id -> (the code object, kept alive so its id stays its own; installed or not).
+_known: dict[int, tuple[Any, bool]] = {}
+_roots: tuple[str, ...] = ()
+_submission = "\0"
+_hooked = False
+
+
+def installed(code: Any) -> bool:
+    """Whether `code` is an installed file's own code (not the submission's, not made at run time)."""
+    entry = _known.get(id(code))
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    if not _roots:
+        _set_roots(())
+    name = code.co_filename
+    verdict = (name.startswith(_roots) or name.startswith("<frozen ")) and not name.startswith(_submission) \
+        and name not in _foreign
+    _known[id(code)] = (code, verdict)
+    return verdict
+
+
+def watch(submission: str, roots: list[str]) -> None:
+    """Start keeping the record (once per process), for a sandbox that runs the code in `submission`."""
+    global _submission, _hooked
+    _set_roots(roots)
+    _submission = submission
+    _known.clear()
+    if not _hooked:
+        sys.addaudithook(_audit)
+        _hooked = True
+
+
+def _set_roots(roots: Any) -> None:
+    """The installed folders: the standard library's, site-packages (torch's), the grader's and its course's probes."""
+    global _roots
+    paths = sysconfig.get_paths()
+    found = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    found |= {os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    _roots = tuple(sorted({os.path.join(r, "") for r in (*found, *roots) if r}))
+
+
+def _audit(event: str, args: tuple) -> None:
+    # Called for every audited event of the process: the common case returns at the first test.
+    if event != "compile" and event != "code.__new__":
+        return
+    try:
+        filename = args[1]
+        if not isinstance(filename, str) or filename.startswith(_submission) or filename in _foreign:
+            return
+        if event == "compile" and _is_that_file(args[0], filename):
+            return  # the import system compiling an installed file that has no cached bytecode
+        _foreign.add(filename)
+    except Exception:  # an audit hook that raises would break the event's caller
+        pass
+
+
+def _is_that_file(source: Any, filename: str) -> bool:
+    if not isinstance(source, (str, bytes)) or not os.path.isabs(filename):
+        return False
+    try:
+        with open(filename, "rb") as f:
+            data = f.read(len(source.encode() if isinstance(source, str) else source) + 1)
+    except OSError:
+        return False
+    return data == (source.encode() if isinstance(source, str) else source)
