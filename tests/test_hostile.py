@@ -354,10 +354,10 @@ def level_here(request, monkeypatch):
             zygote.close()
 
 
-def _two_copies(level: str, arena: Arena, fast, tmp_path: Path, monkeypatch) -> list:
-    """Grade two copies of the shared_memory attack, one after the other, in one grader (one sandbox)."""
+def _two_copies(level: str, arena: Arena, fast, tmp_path: Path, monkeypatch, name: str = "shared_memory") -> list:
+    """Grade two copies of an attack that leaves a message, one after the other, in one grader (one sandbox)."""
     monkeypatch.setenv(isolation.ENV_VAR, level)
-    attack = next(a for a in ATTACKS if a.name == "shared_memory")
+    attack = next(a for a in ATTACKS if a.name == name)
     grades = []
     for copy in ("first", "second"):
         folder = hostile_submission(attack, arena, tmp_path / copy)
@@ -400,6 +400,36 @@ def test_without_the_ipc_defences_shared_memory_carries_a_message_to_the_next_su
             zygote = host._zygotes.pop("process", None)
         if zygote is not None:
             zygote.close()
+
+
+@pytest.mark.parametrize("level_here", LEVELS, indirect=True)
+def test_what_a_submission_leaves_in_a_kernel_keyring_is_gone_before_the_next(level_here, fast, arena, tmp_path,
+                                                                             monkeypatch):
+    """A key added to the user keyring of whoever the code runs as: the next submission does not find it."""
+    from torchgrade.sandbox import keyrings
+
+    mine = keyrings.Keys()
+    for hit, others in _two_copies(level_here, arena, fast, tmp_path, monkeypatch, "keyring_message"):
+        assert hit and all(score == 0 < maximum for score, maximum in hit.values()), hit
+        assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+    assert mine.remove() == 0  # nothing of the attack's is left in the grader's own keyrings either
+
+
+def test_without_the_keyring_defence_a_key_carries_a_message_to_the_next_submission(fast, arena, tmp_path,
+                                                                                   monkeypatch):
+    """The attack is real: at level process, with the keys a submission added left in place, the second
+    copy finds the first one's message and gets gather's points."""
+    from torchgrade.sandbox import keyrings
+
+    mine = keyrings.Keys()
+    monkeypatch.setattr(keyrings.Keys, "remove", lambda self: 0)
+    try:
+        (first, _), (second, _) = _two_copies("process", arena, fast, tmp_path, monkeypatch, "keyring_message")
+        assert all(score == 0 for score, _ in first.values()), first
+        assert second and all(score == maximum > 0 for score, maximum in second.values()), second
+    finally:
+        monkeypatch.undo()
+        mine.remove()
 
 
 def _remove_leftovers(arena: Arena) -> None:

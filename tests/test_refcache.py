@@ -100,3 +100,32 @@ def test_the_key_changes_with_everything_an_outcome_depends_on(course, tmp_path,
     else:
         _change_file(course, change)
     assert refcache.key(course, device) != before
+
+
+def test_a_cache_signed_without_the_folders_secret_is_not_trusted(course, tmp_path):
+    """What a student's code would write: the format and the key right, the contents its own, hashed in plain."""
+    import hashlib
+
+    from torchgrade.sandbox import wire
+
+    _check(course, student(tmp_path / "work"))
+    cache_key = refcache.key(course, "cpu")
+    payload = wire.encode({"key": cache_key, "outcomes": {"forged": {}}})
+    _cache_file(course).write_bytes(refcache.FORMAT + hashlib.sha256(payload).digest() + payload)
+    assert refcache.load(cache_key) == {}
+    assert (refcache.cache_dir() / "secret").stat().st_mode & 0o077 == 0
+
+
+def test_at_isolation_process_the_cache_is_neither_read_nor_written_and_is_emptied_afterwards(course, tmp_path,
+                                                                                              monkeypatch):
+    work = student(tmp_path / "work")
+    _check(course, work)
+    assert _cache_file(course).is_file() and (refcache.cache_dir() / "secret").is_file()
+    monkeypatch.setenv("TORCHGRADE_ISOLATION", "process")
+    ran = []
+    real = differential.run_probe
+    monkeypatch.setattr(differential, "run_probe", lambda *a, **k: ran.append(1) or real(*a, **k))
+    assert f"{FULL_MARKS:g} / {FULL_MARKS:g}" in _check(course, work)
+    assert ran  # the reference ran here: the cache was not read
+    # Whatever the student's code wrote or read there (the secret too) is gone: a later check signs anew.
+    assert not _cache_file(course).exists() and not (refcache.cache_dir() / "secret").exists()

@@ -113,7 +113,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run.
     """
     from .i18n import set_language, t
-    from .sandbox import host, portable
+    from .sandbox import host, isolation, portable
 
     set_language(lang)
     missing = portable.unavailable()
@@ -142,7 +142,8 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     try:
         import torch  # noqa: F401  (meanwhile the sandbox imports it too)
 
-        with refcache.kept(assignment, device):  # the reference's side of each check, from the last run
+        level = host.isolation_level(isolation.requested_level())
+        with refcache.kept(assignment, device, level):  # the reference's side of each check, from the last run
             if exitfirst:  # pytest's own -x
                 host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
                 grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,

@@ -9,17 +9,23 @@ is a digest of everything an outcome depends on: every file of the course that g
 the device choice), the versions of torch and Python, the CPU's instruction set torch uses and the
 GPUs present. `torchgrade gradescope`'s build records them once for every submission (`ensure`).
 
-The file holds the key it was written for and a SHA-256 of its contents; a file that is damaged,
-truncated, of another format or for another key is ignored and written anew, never trusted. Its
-contents are decoded by the sandbox's loader (`wire.decode`), which runs no code. A student
-bundle has no reference (its outcomes are recorded in it) and needs none of this.
+The file holds the key it was written for and an HMAC-SHA256 of its contents under a secret of the
+cache folder's (``secret``, 0600 in a 0700 folder): a file that is damaged, truncated, of another
+format, for another key or signed without the secret (written by anyone but torchgrade) is ignored and
+written anew, never trusted. Its contents are decoded by the sandbox's loader (`wire.decode`), which
+runs no code. At isolation level ``process`` the student's code runs as this user and could read the
+secret and write the folder, so there the cache is neither read nor written, and the secret and every
+file are removed afterwards: nothing the code wrote or learned there is trusted later, at any level.
+A student bundle has no reference (its outcomes are recorded in it) and needs none of this.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
+import secrets
 import platform
 import sys
 import tempfile
@@ -28,7 +34,9 @@ from typing import Iterator
 
 from .config import Assignment
 
-FORMAT = b"torchgrade reference outcomes 1\n"
+FORMAT = b"torchgrade reference outcomes 2\n"
+#: Levels at which the student's code runs as this user: no cache there (module docstring).
+_UNTRUSTED_LEVELS = ("process", "none")
 
 
 def cache_dir() -> Path:
@@ -62,16 +70,49 @@ def _path(cache_key: str, folder: Path | None = None) -> Path:
     return (folder or cache_dir()) / f"reference-{cache_key}.bin"
 
 
+def _secret(folder: Path, make: bool) -> bytes | None:
+    """The folder's signing secret (made, 0600 in a 0700 folder, when `make` and missing); None if there is none."""
+    path = folder / "secret"
+    with contextlib.suppress(OSError):
+        data = path.read_bytes()
+        if len(data) == 32:
+            return data
+    if not make:
+        return None
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.chmod(0o700)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+        return _secret(folder, make=False)
+    return None
+
+
+def _signature(secret: bytes, payload: bytes) -> bytes:
+    return hmac.new(secret, payload, hashlib.sha256).digest()
+
+
+def forget(folder: Path | None = None) -> None:
+    """Remove the secret and every cached file: after a run at a level where student code could touch them."""
+    folder = folder or cache_dir()
+    for path in (folder / "secret", *folder.glob("reference-*.bin"), *folder.glob(".reference-*")):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
 def load(cache_key: str, folder: Path | None = None) -> dict[str, dict[str, dict]]:
     """The outcomes cached for this key, or {} when there are none that can be trusted."""
     from .sandbox import wire
 
+    secret = _secret(folder or cache_dir(), make=False)
     try:
         data = _path(cache_key, folder).read_bytes()
     except OSError:
         return {}
     head, digest, payload = data[:len(FORMAT)], data[len(FORMAT):len(FORMAT) + 32], data[len(FORMAT) + 32:]
-    if head != FORMAT or hashlib.sha256(payload).digest() != digest:
+    if secret is None or head != FORMAT or not hmac.compare_digest(_signature(secret, payload), digest):
         return {}
     try:
         content = wire.decode(payload)
@@ -90,12 +131,14 @@ def save(cache_key: str, outcomes: dict[str, dict[str, dict]], folder: Path | No
 
     payload = wire.encode({"key": cache_key, "outcomes": outcomes})
     folder = folder or cache_dir()
+    secret = _secret(folder, make=True)
+    if secret is None:
+        return
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=".reference-", dir=folder)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(FORMAT + hashlib.sha256(payload).digest() + payload)
+                f.write(FORMAT + _signature(secret, payload) + payload)
             os.replace(partial, _path(cache_key, folder))
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -103,13 +146,20 @@ def save(cache_key: str, outcomes: dict[str, dict[str, dict]], folder: Path | No
 
 
 @contextlib.contextmanager
-def kept(assignment: Assignment, device: str, folder: Path | None = None) -> Iterator[None]:
+def kept(assignment: Assignment, device: str, level: str, folder: Path | None = None) -> Iterator[None]:
     """Inside the block, the reference's outcomes come from the cache (in `folder`, else `cache_dir()`)
-    where it has them; what the block computes anew is added to it afterwards."""
+    where it has them; what the block computes anew is added to it afterwards. At isolation `level`
+    process, no cache: it is emptied afterwards instead (module docstring)."""
     from .differential import adopt_reference_outcomes, recording
 
     if not assignment.reference_dir.is_dir():  # a student bundle: its outcomes are recorded in it
         yield
+        return
+    if level in _UNTRUSTED_LEVELS:
+        try:
+            yield
+        finally:
+            forget(folder)
         return
     cache_key = key(assignment, device)
     cached = load(cache_key, folder)

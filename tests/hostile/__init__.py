@@ -131,4 +131,5 @@ ATTACKS = (
     Attack("use_network", ("tensors.gather",), level="bwrap", works_unisolated=True),
     # Leaving something for the next submission where no folder is: shared memory, semaphores, queues.
     Attack("shared_memory", ("tensors.gather",)),
+    Attack("keyring_message", ("tensors.gather",)),
 )

@@ -34,6 +34,8 @@ import stat
 import sys
 from dataclasses import dataclass
 
+from . import keyrings
+
 KINDS = ("shm", "sem", "msg")
 #: Where Linux lists the System V objects of the reader's IPC namespace.
 SYSVIPC = "/proc/sysvipc"
@@ -214,10 +216,11 @@ class Leftovers:
         self.before = {(o.kind, o.id, o.key) for o in objects()}
         self.files = set(_posix_shm())
         self.queues = set(queues())
+        self.keys = keyrings.Keys()
 
     def remove(self) -> int:
-        """Remove what appeared since; how many objects and files."""
-        removed = 0
+        """Remove what appeared since; how many objects, files and keys."""
+        removed = self.keys.remove()
         for o in objects():
             if (o.kind, o.id, o.key) not in self.before and self.uid in (o.uid, o.cuid) and o.cpid != os.getpid():
                 removed += remove(o)

@@ -40,7 +40,7 @@ import signal
 import socket
 import sys
 
-from torchgrade.sandbox import ipc
+from torchgrade.sandbox import ipc, keyrings
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -132,15 +132,23 @@ def clean(folders: list[str], uid: int | None, everything: bool) -> None:
                     os.unlink(entry.path)
 
 
+#: The keys in this user's keyrings when the zygote started (the grader's own user: bubblewrap without root).
+_keys: keyrings.Keys | None = None
+
+
 def clean_ipc(user: tuple[int, int] | None) -> None:
     """Remove the System V IPC objects and POSIX message queues the sandbox user made (every one, in a
-    namespace of the zygote's own):
-    as that user, in a child (the zygote may not remove another user's objects)."""
+    namespace of the zygote's own), and the keys of its keyrings (sandbox/keyrings.py; the grader's own
+    user: the keys added since the zygote started): as that user, in a child (the zygote may not remove
+    another user's objects)."""
     pid = os.fork()
     if pid == 0:
         try:
             if user is not None:
                 become(user)
+                keyrings.clear()
+            elif _keys is not None:
+                _keys.remove()
             ipc.remove_owned(os.geteuid())
         finally:
             os._exit(0)
@@ -203,6 +211,10 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
             config["clean_private"] = [ipc.POSIX_SHM]
             ipc.mount_queues()  # (in that mount namespace) its POSIX message queues, listed to be removed
     user = tuple(config["user"]) if config.get("user") else None
+    global _keys
+    _keys = keyrings.Keys() if user is None else None  # (the sandbox user's keys are every one of them)
+    if user is not None and not config.get("level_only"):
+        clean_ipc(user)  # what an earlier grader's submission left in the sandbox user's keyrings, before any code runs
     if config.get("level_only"):  # a grader that only learns the level: the sandbox and its user work
         why = check_user(user)
         control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
