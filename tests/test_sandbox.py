@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -773,3 +774,34 @@ def test_inputs_a_worker_cannot_make_are_the_graders_error_and_the_worker_serves
         assert call(sb, "shout", 0) == "done" and sb.workers["spy"].pid == pid
     finally:
         sb.close()
+
+
+def _inbox_of_a_pool_worker() -> str:
+    return inbox.path()
+
+
+def test_a_pool_workers_inbox_is_removed_when_the_worker_ends():
+    """`grade -j N` runs its graders in a process pool, whose workers never run atexit's functions."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        folder = pool.submit(_inbox_of_a_pool_worker).result()
+        assert os.path.isdir(folder)
+    assert not os.path.exists(folder)
+
+
+def test_the_inbox_of_a_grader_that_is_gone_is_removed_by_the_next(tmp_path, monkeypatch):
+    import psutil
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = max(psutil.pids()) + 100000
+    gone, alive, recent = (tmp_path / f"{inbox.PREFIX}{dead}-x", tmp_path / f"{inbox.PREFIX}{os.getpid()}-y",
+                           tmp_path / f"{inbox.PREFIX}{dead}-z")
+    for folder in (gone, alive, recent):
+        (folder / "s1").mkdir(parents=True)
+    old = time.time() - inbox.STALE_SECONDS - 10
+    os.utime(gone, (old, old))
+    os.utime(alive, (old, old))
+    inbox.sweep()
+    assert not gone.exists() and alive.exists() and recent.exists()

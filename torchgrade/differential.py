@@ -31,7 +31,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from . import bounds
+from . import bounds, sources
 from . import compare as comparison
 from .bounds import preview
 from .config import Assignment, Target
@@ -269,8 +269,10 @@ def _first_raised_of(value: Any, name: str) -> dict | None:
 @functools.lru_cache(maxsize=256)
 def _defines_function(path: Path, mtime: float, name: str) -> bool:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = sources.parse(sources.read(path))
+    except (OSError, sources.TooLarge):
+        tree = None
+    if tree is None:
         return False  # (a submission's file, in a bundle: whatever it holds, the call is shown without .apply)
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
@@ -492,7 +494,12 @@ class Differential:
         path = self.submission / f"{exercise}.py"
         if not path.is_file():
             raise SubmissionError(missing_module(self.assignment, exercise))
-        violations = static_violations(path, name, self.patterns)
+        try:
+            violations = static_violations(path, name, self.patterns)
+            if path.stat().st_size > sources.MAX_SOURCE_BYTES:  # (without forbidden calls nothing read it yet)
+                raise sources.TooLarge(sources.too_large(path, path.stat().st_size))
+        except sources.TooLarge as e:
+            raise SubmissionError(f"{call}\n{e}") from None
         if violations:
             raise self.failure("forbidden", forbidden_message(violations, name), ForbiddenCallFailure)
         try:

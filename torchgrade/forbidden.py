@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import functools
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import sources
 
 
 @dataclass(frozen=True)
@@ -173,22 +174,33 @@ def _dotted(node: ast.AST, aliases: dict[str, str]) -> tuple[str, bool] | None:
 
 
 def static_violations(path: Path, target: str, patterns: tuple[str, ...]) -> list[ForbiddenCall]:
-    """Forbidden names used in the source of `target` and of the module-level helpers it reaches."""
+    """Forbidden names used in the source of `target` and of the module-level helpers it reaches
+    (sources.TooLarge for a file past the trusted side's limit)."""
     if not patterns:
         return []
     try:
-        source = path.read_text(encoding="utf-8", errors="replace")
+        source = sources.read(path)
     except OSError:
         return []
-    return list(_scan(source, path.name, target, patterns))
+    key = sources.digest(source)
+    scan = (key, path.name, target, patterns)
+    if scan not in _scans:
+        _scans[scan] = _scan(source, key, path.name, target, patterns)
+        while len(_scans) > 4096:  # (small values, keyed by digest: bounded, never by the text)
+            _scans.pop(next(iter(_scans)))
+    return list(_scans[scan])
 
 
-@functools.lru_cache(maxsize=256)
-def _index(source: str) -> tuple[dict[str, str], dict[str, ast.AST]] | None:
+_scans: dict[tuple, tuple[ForbiddenCall, ...]] = {}
+_indexes: dict[str, tuple[dict[str, str], dict[str, ast.AST]] | None] = {}
+
+
+def _index(source: str, key: str) -> tuple[dict[str, str], dict[str, ast.AST]] | None:
     """A module's import aliases and its top-level definitions by name (once per source, for all targets)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    if key in _indexes:
+        return _indexes[key]
+    tree = sources.parse(source, key)
+    if tree is None:
         return None
     collector = _Aliases()
     collector.visit(tree)
@@ -198,12 +210,14 @@ def _index(source: str) -> tuple[dict[str, str], dict[str, ast.AST]] | None:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     definitions.setdefault(t.id, node)
-    return collector.names, definitions
+    _indexes[key] = (collector.names, definitions)
+    while len(_indexes) > sources.PARSED_KEPT:
+        _indexes.pop(next(iter(_indexes)))
+    return _indexes[key]
 
 
-@functools.lru_cache(maxsize=1024)
-def _scan(source: str, filename: str, target: str, patterns: tuple[str, ...]) -> tuple[ForbiddenCall, ...]:
-    index = _index(source)
+def _scan(source: str, key: str, filename: str, target: str, patterns: tuple[str, ...]) -> tuple[ForbiddenCall, ...]:
+    index = _index(source, key)
     if index is None:
         return ()
     aliases, definitions = index

@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 #: What a staged submission may hold; files beyond these limits are not copied.
@@ -28,18 +29,47 @@ _path: str | None = None
 _owner = 0
 
 
+PREFIX = "torchgrade-inbox-"
+#: How long an inbox of a process that is gone stays, untouched, before another grader removes it.
+STALE_SECONDS = 3600
+
+
 def path() -> str:
-    """This process's inbox, made on first use and removed when the process exits."""
+    """This process's inbox, made on first use and removed when the process exits: at its exit (atexit), at a
+    pool worker's (multiprocessing runs its finalizers, not atexit's), else by the next grader that finds
+    the inbox of a process that is gone (`sweep`)."""
     global _path, _owner
     if _path is None or _owner != os.getpid() or not os.path.isdir(_path):
-        _path, _owner = tempfile.mkdtemp(prefix="torchgrade-inbox-"), os.getpid()
+        sweep()
+        _path, _owner = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"), os.getpid()
         os.chmod(_path, 0o711)
         atexit.register(_remove, _path, _owner)
+        from multiprocessing import util
+
+        util.Finalize(None, _remove, args=(_path, _owner), exitpriority=0)
     return _path
 
 
+def sweep() -> None:
+    """Remove the inboxes of this user's graders that are gone (killed: nothing of theirs ran at exit)."""
+    import psutil
+
+    folder = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            owner = entry.name[len(PREFIX):].split("-", 1)[0]
+            if not entry.name.startswith(PREFIX) or not owner.isdigit() or psutil.pid_exists(int(owner)):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                # (an hour untouched: a grader in another PID namespace sharing this folder is not taken for gone)
+                if entry.is_dir(follow_symlinks=False) and info.st_uid == getattr(os, "geteuid", lambda: info.st_uid)() \
+                        and time.time() - info.st_mtime > STALE_SECONDS:
+                    remove(Path(entry.path))
+
+
 def _remove(folder: str, owner: int) -> None:
-    if os.getpid() == owner:  # not in a forked child that exits: the folder is its parent's
+    if os.getpid() == owner and os.path.isdir(folder):  # not in a forked child that exits: the folder is its parent's
         remove(Path(folder))
 
 
