@@ -493,6 +493,19 @@ def test_a_public_function_without_a_docstring_in_this_torch_is_public_when_anot
     def undocumented():
         pass
 
-    assert _public("relu", undocumented, {"relu"})
-    assert not _public("mkldnn_convolution", undocumented, {"relu"})
-    assert not _public("_private", undocumented, {"_private"})
+    operators = frozenset({"relu", "mkldnn_convolution", "_private"})
+    assert _public("relu", undocumented, {"relu"}, operators)
+    assert not _public("mkldnn_convolution", undocumented, {"relu"}, operators)
+    assert not _public("_private", undocumented, {"_private"}, operators)
+
+
+def test_an_undocumented_public_method_that_is_no_operator_is_public():
+    """`x.new(x)` (an alias of x, in public gradient-reversal layers) is not a private entry point; an operator
+    torch does not document (`torch.mkldnn_convolution`, `torch.constant_pad_nd`) stays private."""
+    import torch
+
+    from torchgrade.sandbox.entries import PRIVATE, entries
+
+    assert entries().names(torch.Tensor.new, ()) == ("torch.Tensor.new",)
+    for op in (torch.mkldnn_convolution, torch.constant_pad_nd):
+        assert any(name.startswith(PRIVATE) for name in entries().names(op, ())), op

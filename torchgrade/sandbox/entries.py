@@ -3,9 +3,10 @@
 Built once per sandbox process (the zygote's warm-up: forked workers share it), from torch itself:
 
 - public: an attribute of torch's public namespaces (``torch``, ``torch.Tensor``,
-  ``torch.nn.functional``, ...) that torch documents (has a docstring, there or under the same name
-  in another public namespace): ``torch.mkldnn_convolution`` and ``torch.constant_pad_nd`` are
-  reachable but undocumented, hence private;
+  ``torch.nn.functional``, ...) whose name has no leading underscore and that torch documents (has a
+  docstring, there or under the same name in another public namespace), or that is no operator's
+  binding (``Tensor.new``): ``torch.mkldnn_convolution`` and ``torch.constant_pad_nd`` are operators,
+  reachable but undocumented, hence private (SECURITY.md lists what is refused as private, and why);
 - private: everything else the recorder's mode sees (``torch._C._nn.thnn_conv2d``, an operator under
   ``torch.ops`` that is not public under its own name, a builtin found nowhere);
 - implementations: the modules holding torch's Python implementations of operators, taken from its
@@ -56,12 +57,21 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _public(name: str, obj: Any, documented: set[str]) -> bool:
+def _public(name: str, obj: Any, documented: set[str], operators: frozenset[str]) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return True
     # Documented here, or under the same name in another public namespace: which of torch's aliases
-    # carry a docstring changes between releases (torch.relu has none in 2.11, F.relu has).
-    return not name.startswith("_") and (bool(getattr(obj, "__doc__", None)) or name in documented)
+    # carry a docstring changes between releases (torch.relu has none in 2.11, F.relu has). An undocumented
+    # name is private only where it is an operator's binding (torch.constant_pad_nd, mkldnn_convolution,
+    # conv_tbc): what it computes is not said anywhere; a public method such as Tensor.new is public.
+    return not name.startswith("_") and (bool(getattr(obj, "__doc__", None)) or name in documented
+                                         or name not in operators)
+
+
+def aten_operators() -> frozenset[str]:
+    """The names of aten's operators, without overloads."""
+    return frozenset(n.split("::", 1)[1].split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
+                     if n.startswith("aten::"))
 
 
 def _members(namespace: str) -> list[tuple[str, Any]]:
@@ -90,6 +100,7 @@ class Entries:
         self.public_names: set[str] = set()
         self.documented = {name for namespace in PUBLIC_NAMESPACES for name, obj in _members(namespace)
                            if not name.startswith("_") and getattr(obj, "__doc__", None)}
+        self.operators = aten_operators()
         for namespace in PUBLIC_NAMESPACES:
             self._scan(namespace, public=True)
         for namespace in BINDINGS:
@@ -100,7 +111,7 @@ class Entries:
     def _scan(self, namespace: str, public: bool) -> None:
         for name, obj in _members(namespace):
             dotted = f"{namespace}.{name}"
-            if public and _public(name, obj, self.documented):
+            if public and _public(name, obj, self.documented, self.operators):
                 self.public.setdefault(id(obj), dotted)
                 self.public_names.add(name)
                 code = getattr(obj, "__code__", None)
