@@ -231,6 +231,28 @@ def mixed_grade():
     ])
 
 
+def test_a_hidden_checks_duration_and_skip_reason_stay_in_the_instructors_copy(assignment):
+    """A stub that sleeps in proportion to a property of its input would read the input back from the
+    duration; a skip reason may quote the input."""
+    from torchgrade.results import results_document
+
+    grade = Grade(submission="alice", devices=["cpu"], tests=[
+        _result("tensors.view: matches on a contiguous input [cpu]", "passed", score=1.0),
+        _result("tensors.view: matches on a transposed input [cpu]", "passed", "hidden", score=1.0),
+        _result("tensors.view: matches on a strided input [cuda]", "skipped", "hidden", device="cuda",
+                output="set aside: SECRET-INPUT"),
+    ])
+    grade.tests[0].duration, grade.tests[1].duration, grade.tests[2].duration = 0.25, 3.7, 1.5
+    student = results_document(grade, assignment)
+    tests = {t["name"]: t["extra_data"] for t in student["tests"]}
+    assert tests["tensors.view: matches on a contiguous input [cpu]"]["duration"] == 0.25
+    assert "duration" not in tests["tensors.view: matches on a transposed input [cpu]"]
+    assert "SECRET" not in json.dumps(student) and "SECRET" not in render_report(grade, assignment)
+    assert "3.7" not in json.dumps(student) and "1.5" not in json.dumps(student)
+    teacher = results_document(grade, assignment, instructor=True)
+    assert "SECRET-INPUT" in json.dumps(teacher) and "3.7" in json.dumps(teacher)
+
+
 def test_hidden_checks_show_name_and_verdict_only_except_to_an_instructor(mixed_grade, assignment):
     page = render_report(mixed_grade, assignment)
     assert "matches on a transposed input" in page

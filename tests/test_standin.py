@@ -224,8 +224,8 @@ def test_off_sets_the_cuda_checks_aside_as_before(tmp_path, assignment, monkeypa
     assert g.score == g.max_score and g.standin == "" and not any(t.standin for t in g.tests)
 
 
-def test_code_that_calls_torch_cuda_itself_is_set_aside_not_failed():
-    """torch.cuda.synchronize() works on a GPU; the stand-in does not model torch.cuda's API."""
+def test_the_sandbox_says_when_code_calls_torch_cuda_itself():
+    """torch.cuda.synchronize() works on a GPU; the stand-in does not model torch.cuda's API: the reply says so."""
     outcome = run_probe("call", Target(lambda x: torch.cuda.synchronize() or x, "sync"),
                         (standin.to_standin(torch.ones(2)),), {}, {}, on_standin=True)
     if not torch.cuda.is_available():
@@ -242,3 +242,26 @@ def test_the_portable_backend_grades_on_the_stand_in_too(tmp_path, assignment, m
                     "test_keeps_the_shape_of_2d_labels[cuda]", "test_encodes_a_zero_dim_label_as_one_row[cuda]",
                     "test_infers_the_number_of_classes_from_minus_one_as_in_the_docstring[cuda]",
                     "test_gives_an_empty_result_for_empty_labels[cuda]"}
+
+
+@needs_no_cuda
+def test_only_the_trusted_side_sets_a_check_aside_not_the_students_reply(tmp_path, assignment, monkeypatch):
+    """one_hot calls torch.cuda.synchronize(): its reply says the stand-in cannot model that, but the reference
+    ran on the stand-in, so those CUDA checks fail with the reason (a reply deciding what counts would let
+    a submission move its points to the checks it passes); its CPU checks pass."""
+    monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")
+    synchronizing = """
+_correct_one_hot = one_hot
+
+
+def one_hot(labels, num_classes=-1):
+    if labels.device.type == "cuda":
+        torch.cuda.synchronize()
+    return _correct_one_hot(labels, num_classes)
+"""
+    folder = make_submission(tmp_path / "sync", append={"tensors": synchronizing})
+    g = grade_submission(folder, assignment, device="all", only=("tensors.one_hot",))
+    cuda = [t for t in g.tests if t.device == "cuda"]
+    assert cuda and all(t.status == "failed" and "torch.cuda itself" in t.output for t in cuda), \
+        [(t.name, t.status, t.output[:200]) for t in cuda]
+    assert all(t.status == "passed" for t in g.tests if t.device == "cpu")

@@ -7,6 +7,8 @@ to be: a file name is the student's to choose (``compile(src, torch.nn.functiona
 "exec")``). So a code object counts as installed when its file lies under an installed folder *and*
 no code was compiled or built at run time under that file's name, except by the import system reading
 that very file (an irremovable audit hook, added before any student code runs, keeps the record).
+Code that installed code generates and runs itself (``exec`` of a dataclass's ``__init__``) is
+installed code, unless a frame of other code stands between (``_executed``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def installed(code: Any) -> bool:
     return verdict
 
 
+def known() -> dict[int, tuple[Any, bool]]:
+    """The verdicts made so far, by code object id (for a caller that inlines `installed`'s first step)."""
+    return _known
+
+
 def watch(submission: str, roots: list[str]) -> None:
     """Start keeping the record (once per process), for a sandbox that runs the code in `submission`."""
     global _submission, _hooked
@@ -59,8 +66,15 @@ def _set_roots(roots: Any) -> None:
     _roots = tuple(sorted({os.path.join(r, "") for r in (*found, *roots) if r}))
 
 
+#: The code (by id) of the frames where torch's own work begins (the recorder's handler of a call it saw).
+EDGES: dict[int, Any] = {}
+
+
 def _audit(event: str, args: tuple) -> None:
     # Called for every audited event of the process: the common case returns at the first test.
+    if event == "exec":
+        _executed(args[0])
+        return
     if event != "compile" and event != "code.__new__":
         return
     try:
@@ -71,6 +85,28 @@ def _audit(event: str, args: tuple) -> None:
             return  # the import system compiling an installed file that has no cached bytecode
         _foreign.add(filename)
     except Exception:  # an audit hook that raises would break the event's caller
+        pass
+
+
+def _executed(code: Any) -> None:
+    """Code that installed code generates and runs (a dataclass's ``__init__``, a namedtuple, mpmath's
+    arithmetic, all named "<string>") is installed code too, where installed code alone is on the stack up
+    to where torch's own work began (the recorder's handler) or to the stack's bottom. Code the
+    submission's code had generated (``timeit`` given its source) has a frame of its own on the way."""
+    try:
+        if not hasattr(code, "co_consts") or (name := code.co_filename).startswith(_submission):
+            return
+        frame = sys._getframe(2)  # (past this function and the hook: the frame that called exec)
+        while frame is not None and id(frame.f_code) not in EDGES:
+            if not installed(frame.f_code):
+                return
+            frame = frame.f_back
+        todo = [code]
+        while todo:
+            item = todo.pop()
+            _known[id(item)] = (item, True)
+            todo += [c for c in item.co_consts if hasattr(c, "co_consts")]
+    except Exception:
         pass
 
 

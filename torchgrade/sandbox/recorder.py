@@ -57,13 +57,14 @@ _Marker = torch._C._profiler._RecordFunctionFast
 _DISPATCHING = frozenset({"torch.overrides", "torch._ops"})
 #: Seen calls that may run autograd's engine, so a student's custom backward: recorded, inside a marker.
 _RUNS_BACKWARD = frozenset({"backward", "grad"})
-#: The code of the frames that open a window (torchgrade.sandbox.probes.Target): a call's attribution stops there.
-_BOUNDARIES: set[Any] = set()
+#: The code (by id: hashing a code object reads all of it) of the frames that open a window
+#: (torchgrade.sandbox.probes.Target): a call's attribution stops there.
+_BOUNDARIES: dict[int, Any] = {}
 
 
 def boundary(code: Any) -> None:
     """Register the code of a function that runs the code under test inside a window (its frame is the edge)."""
-    _BOUNDARIES.add(code)
+    _BOUNDARIES[id(code)] = code  # (kept: its id stays its own)
 
 
 class CallRecorder(TorchFunctionMode):
@@ -80,11 +81,14 @@ class CallRecorder(TorchFunctionMode):
         self._named: set[int] = set()
         #: Whether the window open now is the outermost and drives the code under test (Target.drive).
         self.driving = False
+        #: Each calling frame's walk up the stack, while the outermost window is open (`_walk`).
+        self._walks: dict[int, tuple] = {}
 
     def reset(self) -> None:
         """Forget what was recorded (each request starts afresh)."""
         self.calls.clear()
         self._named.clear()
+        self._walks.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self._charge(func, args, sys._getframe(1))
@@ -119,21 +123,14 @@ class CallRecorder(TorchFunctionMode):
             own = getattr(getattr(func, "__func__", func), "__code__", None)
             while caller is not None and (caller.f_code is own or caller.f_globals.get("__name__") in _DISPATCHING):
                 caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
-        # Up from the caller: the innermost frame of the submission's files, or the window's boundary.
-        frame, line, tainted, between = caller, "", False, []
-        while frame is not None:
-            code = frame.f_code
-            if code in _BOUNDARIES:
-                break
-            if code.co_filename.startswith(self.submission):
-                line = f"{os.path.basename(code.co_filename)}:{frame.f_lineno}"
-                break
-            if not provenance.installed(code):
-                tainted = True
-            elif not tainted:
-                between.append(frame)  # installed code between the call and whatever made it
-            frame = frame.f_back
-        if not line and frame is not None and self.driving and not tainted:
+        # Up from the caller: the innermost frame of the submission's files, or the window's boundary (once per
+        # calling frame and window: gradcheck's internals make thousands of calls from a few deep frames).
+        walk = self._walks.get(id(caller))
+        if walk is None or walk[0] is not caller:
+            walk = self._walks[id(caller)] = self._walk(caller)
+        _, student, reached, tainted, between = walk
+        line = f"{os.path.basename(student.f_code.co_filename)}:{student.f_lineno}" if student is not None else ""
+        if not line and reached and self.driving and not tainted:
             return  # torch driving the code under test, for the probe (a backward, a gradcheck)
         where = line or UNLINED
         self.calls.setdefault(name, where)
@@ -152,6 +149,29 @@ class CallRecorder(TorchFunctionMode):
                 self._named.add(id(code))
                 for entry in table.frame(code, torch_frame.f_globals.get("__name__") or ""):
                     self.calls.setdefault(entry, where)
+
+
+    def _walk(self, caller: Any) -> tuple:
+        """(caller, the submission's innermost frame or None, whether the window's edge was reached, whether
+        code that is not installed code stands between, the installed frames between the call and that)."""
+        known, submission = provenance.known(), self.submission
+        frame, tainted, between = caller, False, []
+        while frame is not None:
+            code = frame.f_code
+            if id(code) in _BOUNDARIES:
+                return caller, None, True, tainted, between
+            if code.co_filename.startswith(submission):
+                return caller, frame, False, tainted, between
+            entry = known.get(id(code))
+            if not (entry[1] if entry is not None and entry[0] is code else provenance.installed(code)):
+                tainted = True
+            elif not tainted:
+                between.append(frame)  # installed code between the call and whatever made it
+            frame = frame.f_back
+        return caller, None, False, tainted, between
+
+
+provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__torch_function__.__code__
 
 
 class _Callbacks:
@@ -356,6 +376,8 @@ class DispatchWatch:
         finally:
             self._open -= 1
             self.mode.driving = outer
+            if not self._open:
+                self.mode._walks.clear()  # (the frames it holds)
 
     def _armed_window(self) -> Iterator[None]:
         depth = torch._C._len_torch_function_stack()
