@@ -135,23 +135,31 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
     report_dir = report_dir or assignment.root / "reports" / "check"
+    from .notebook import graded_folder, has_notebooks
+
     if watch:
+        if has_notebooks(folder, assignment):
+            _fail(f"{folder}: --watch follows .py files; in a notebook, check from a cell (docs/notebooks.md)")
         _watch(assignment, folder, targets, device, verbose, report_dir, path, assignment_path)
         return
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
     try:
         import torch  # noqa: F401  (meanwhile the sandbox imports it too)
 
-        with refcache.kept(assignment, device):  # the reference's side of each check, from the last run
+        # the reference's side of each check, from the last run; notebooks graded as the modules they stand for
+        with refcache.kept(assignment, device), graded_folder(folder, assignment) as (graded, notes):
+            for note in notes:
+                click.echo(f"torchgrade: note: {note}", err=True)
             if exitfirst:  # pytest's own -x
                 host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
-                grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
+                grade = grade_submission(graded, assignment, device=device, include_hidden=False, only=visible,
                                          stop_first=True)
             else:  # as `check --watch` and a batch grade: collected while the sandbox starts, then run
                 session = CheckSession(assignment, device=device, include_hidden=False, only=visible)
                 session.open()
                 host.started()
-                grade = session.grade(folder)
+                grade = session.grade(graded)
+            grade.output = "\n".join([*notes, grade.output]).strip()
     except host.IsolationError as e:
         _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:
@@ -335,13 +343,14 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     from .grading import GradingError
     from .progress import Progress, summary_lines
     from .results import set_private
+    from .notebook import module_names
     from .submissions import InputError, survey
 
     set_private(private)
     assignment = _assignment(assignment_path)
     _check_out(out)
     try:
-        found = survey(list(paths), tuple(e.name for e in assignment.exercises), out)
+        found = survey(list(paths), module_names(assignment), out)
     except InputError as e:
         _fail(str(e))
     submissions = found.submissions
