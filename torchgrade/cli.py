@@ -536,11 +536,17 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
               help="Change nothing: list stubs that are out of date and docstrings without a Chinese summary; "
                    "exit 1 if any.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def stubs(check_only: bool, assignment_path: str | None) -> None:
+@click.option("--notebook", "notebook_out", is_flag=False, flag_value="notebooks", default=None, metavar="[DIR]",
+              help="Write (with --check: compare) the student notebooks instead: DIR/<module>.ipynb, one per "
+                   "exercise (default DIR: notebooks/ in the course folder; docs/notebooks.md).")
+def stubs(check_only: bool, assignment_path: str | None, notebook_out: str | None) -> None:
     """Generate the student stubs (exercises/) from the reference solutions' solution markers."""
     from .authoring import MarkerError, docstring_problems, generate_stubs, make_stub
 
     assignment = _assignment(assignment_path, checks="collect")
+    if notebook_out is not None:
+        _stub_notebooks(assignment, assignment.root / notebook_out, check_only)
+        return
     try:
         changed = generate_stubs(assignment.reference_dir, assignment.stubs_dir, write=not check_only)
         problems = [p for ref in sorted(assignment.reference_dir.glob("*.py"))
@@ -560,6 +566,24 @@ def stubs(check_only: bool, assignment_path: str | None) -> None:
         sys.exit(1)
 
 
+def _stub_notebooks(assignment, out: Path, check_only: bool) -> None:
+    """`stubs --notebook`: the student notebooks from the reference's stubs (torchgrade/notebook.py)."""
+    from .authoring import MarkerError
+    from .notebook import generate_notebooks
+
+    try:
+        changed = generate_notebooks(assignment, out, write=not check_only)
+    except (MarkerError, SyntaxError) as e:
+        _fail(str(e))
+    for path in changed:
+        click.echo(f"{'out of date' if check_only else 'wrote'}: {path}")
+    if not changed:
+        click.echo(f"notebooks in {out} are up to date")
+    elif check_only:
+        click.echo("run `torchgrade stubs --notebook` to regenerate them", err=True)
+        sys.exit(1)
+
+
 @main.command()
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
               show_default=True, help="Where to write the bundle folder and its .zip.")
@@ -569,7 +593,9 @@ def stubs(check_only: bool, assignment_path: str | None) -> None:
 @click.option("--verify", is_flag=True,
               help="Also grade the reference through the sandbox; refuse to build unless it scores full marks.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str | None) -> None:
+@click.option("--notebook", is_flag=True, help="Also ship the student notebooks (notebooks/<module>.ipynb, made now "
+                                               "from the stubs; docs/notebooks.md).")
+def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str | None, notebook: bool) -> None:
     """Build the student bundle: stubs, visible checks, the engine and recorded expected outcomes.
 
     It holds no reference solutions and no hidden checks: the visible checks are run once on the
@@ -580,7 +606,7 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
 
     assignment = _assignment(assignment_path, checks="collect")
     try:
-        built = build_bundle(assignment, out, name=name, device=device, verify=verify)
+        built = build_bundle(assignment, out, name=name, device=device, verify=verify, notebooks=notebook)
     except (BundleError, GradingError) as e:
         _fail(str(e))
     recorded = ", ".join(f"{e} {n}" for e, n in built.recorded.items())
@@ -675,19 +701,22 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
 @main.command()
 @click.argument("folder", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--title", default="My course", show_default=True, help="The course's title in reports.")
-def init(folder: Path, title: str) -> None:
+@click.option("--notebook", is_flag=True, help="Students work in notebooks: also write notebooks/<module>.ipynb "
+                                               "(docs/notebooks.md).")
+def init(folder: Path, title: str, notebook: bool) -> None:
     """Start a course in FOLDER (default: here): one example exercise with its reference, stub,
     checks, a probe of its own and a hint, that grades the reference full and the stub zero."""
     from .scaffold import ScaffoldError, init_course
 
     try:
-        written = init_course(folder, title)
+        written = init_course(folder, title, notebooks=notebook)
     except ScaffoldError as e:
         _fail(str(e))
     for path in written:
         click.echo(f"wrote {path}")
     inside = "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
-    click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then torchgrade check (the stub: zero)")
+    stub = "torchgrade check --path notebooks" if notebook else "torchgrade check"
+    click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then {stub} (the stub: zero)")
 
 
 if __name__ == "__main__":  # `python -m torchgrade.cli check` works without installing the package
