@@ -20,6 +20,7 @@ import json
 import re
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -101,13 +102,16 @@ def read(path: Path, name: str | None = None) -> dict:
     if version != 4:
         raise NotebookError(f"{name} is in notebook format {version!r}; torchgrade reads format 4 (Jupyter and "
                             f"Colab write it): open it in Jupyter and save it again")
+    node = nbformat.from_dict(raw)
     try:
-        node = nbformat.from_dict(raw)
-        nbformat.validate(node, version=4)
-    except Exception as e:  # nbformat's ValidationError, or any shape it cannot take
-        why = " ".join(str(getattr(e, "message", e)).split())[:200]
-        raise NotebookError(f"{name} is not a valid notebook ({why}): open it in Jupyter or Colab and "
-                            f"save it again") from None
+        with warnings.catch_warnings():  # a cell without an id (nbformat 4.4 and older): valid, if old
+            warnings.simplefilter("ignore")
+            nbformat.validate(node, version=4)
+    except Exception as e:  # nbformat's ValidationError: graded anyway if its cells can be read
+        if not _readable(node):
+            why = " ".join(str(getattr(e, "message", e)).split())[:200]
+            raise NotebookError(f"{name} is not a valid notebook ({why}): open it in Jupyter or Colab and "
+                                f"save it again") from None
     meta = node.get("metadata") or {}
     language = (meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get("name")
     if isinstance(language, str) and language.strip().lower() not in ("python", "python3", ""):
@@ -115,6 +119,16 @@ def read(path: Path, name: str | None = None) -> dict:
         raise NotebookError(f"{name} is a notebook for {shown(kernel)} ({shown(language)}), not Python: the "
                             f"exercises are Python, so write them in a notebook with a Python 3 kernel")
     return node
+
+
+def _readable(node: dict) -> bool:
+    """Whether every cell has a type and a source (what grading reads), whatever else a tool wrote."""
+    cells = node.get("cells")
+    return isinstance(cells, list) and all(
+        isinstance(c, dict) and isinstance(c.get("cell_type"), str) and
+        (isinstance(c.get("source"), str) or (isinstance(c.get("source"), list)
+                                              and all(isinstance(s, str) for s in c["source"])))
+        for c in cells)
 
 
 def _text(source: object) -> str:
@@ -181,8 +195,9 @@ def python_lines(source: str) -> tuple[list[str], list[int]]:
         except (SyntaxError, ValueError):  # the student's own syntax error: graded, and reported with its cell
             return lines, []
     mine = _grader_statements(tree)
-    out = [_commented(line) if i in mine or _GET_IPYTHON.match(line) or _GRADER_LINE.match(line) else line
-           for i, line in enumerate(lines, 1)]
+    # the check's own statements are top-level (continuation lines too): comments as they are
+    out = [f"# {line}" if i in mine else _commented(line) if _GET_IPYTHON.match(line) or _GRADER_LINE.match(line)
+           else line for i, line in enumerate(lines, 1)]
     return out, [n for n in _work(tree) if n not in mine]
 
 
