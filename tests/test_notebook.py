@@ -29,7 +29,9 @@ def lines_of(source: str) -> list[str]:
 def test_ipython_only_lines_become_comments_and_python_stays():
     assert lines_of("%matplotlib inline\n!pip install torch\nimport torch\ntorch.cat?\nx = 1") == [
         "# %matplotlib inline", "# !pip install torch", "import torch", "# torch.cat?", "x = 1"]
-    assert lines_of("files = !ls\nt = %timeit -o f()\ny = 2") == ["# files = !ls", "# t = %timeit -o f()", "y = 2"]
+    # a name assigned from the shell or a magic stays defined (as None), so a later line using it imports
+    assert lines_of("files = !ls\nt = %timeit -o f()\ny = 2") == ["files = None  # files = !ls",
+                                                                    "t = None  # t = %timeit -o f()", "y = 2"]
 
 
 def test_a_magic_inside_a_block_leaves_the_block_valid():
@@ -38,8 +40,11 @@ def test_a_magic_inside_a_block_leaves_the_block_valid():
     compile("\n".join(lines), "cell", "exec")
 
 
-def test_a_cell_magic_makes_the_whole_cell_comments():
+def test_a_cell_magic_makes_the_whole_cell_comments_unless_its_body_runs_in_the_kernels_namespace():
     assert lines_of("%%bash\nls -l\necho hi") == ["# %%bash", "# ls -l", "# echo hi"]
+    assert lines_of("%%timeit\ny = f()") == ["# %%timeit", "# y = f()"]  # it runs in a scope of its own
+    assert lines_of("%%time\n!nvidia-smi\nmodel = f()") == ["# %%time", "# !nvidia-smi", "model = f()"]
+    assert python_lines("%%capture\nfor i in x:\n    pass")[1] == [2]
 
 
 def test_a_cell_that_is_python_keeps_lines_that_only_look_like_magics():

@@ -37,6 +37,8 @@ HEADER = "# Made by torchgrade from {name}: its code cells in order; IPython-onl
 LABEL_KEY = "torchgrade"
 
 _CELL_MAGIC = re.compile(r"^\s*%%")
+#: Cell magics whose body runs as Python in the kernel's own namespace: it is part of the module.
+_PYTHON_CELL_MAGICS = {"time", "capture", "prun"}
 _IPYTHON_LINE = re.compile(r"^\s*(?:[%!?]|[\w.]+\s*\?{1,2}\s*$|[\w.,\s\[\]()*]+=\s*[!%])")
 _GET_IPYTHON = re.compile(r"^\s*get_ipython\(\)")
 _GRADER_LINE = re.compile(r"^\s*(?:%load_ext\s+torchgrade\b|%torchgrade\b)")
@@ -143,8 +145,15 @@ def _skipped(cell: dict, skip_tag: str) -> bool:
     return skip_tag in tags or first == f"# {skip_tag}"
 
 
+_MAGIC_ASSIGNMENT = re.compile(r"^(\s*)([\w.,\s\[\]()*]+?)\s*=\s*[!%]")
+
+
 def _commented(line: str) -> str:
-    """A line turned into a comment; `pass` keeps an indented block a block."""
+    """A line turned into a comment; `pass` keeps an indented block a block, and a name assigned from a
+    magic or the shell (`files = !ls`, `v = %torchgrade check x`) stays defined, as None."""
+    assigned = _MAGIC_ASSIGNMENT.match(line)
+    if assigned:
+        return f"{assigned[1]}{assigned[2].strip()} = None  # {line.strip()}"
     indent = line[:len(line) - len(line.lstrip())]
     return f"{indent}pass  # {line.strip()}" if indent else f"# {line}"
 
@@ -183,7 +192,11 @@ def python_lines(source: str) -> tuple[list[str], list[int]]:
     one that does not (it holds IPython syntax) has its IPython-only lines commented out."""
     lines = source.splitlines()
     if lines and _CELL_MAGIC.match(lines[0]):
-        return [f"# {line}" for line in lines], []
+        magic = lines[0].strip()[2:].split(" ")[0]
+        if magic not in _PYTHON_CELL_MAGICS:  # %%bash, %%writefile, %%html, %%timeit (its own scope): not the module's
+            return [f"# {line}" for line in lines], []
+        body, work = python_lines("\n".join(lines[1:]))  # %%time, %%capture: the body ran in the kernel's namespace
+        return [f"# {lines[0]}", *body], [n + 1 for n in work]
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
