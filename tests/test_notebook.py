@@ -246,3 +246,28 @@ def test_init_notebook_starts_a_course_whose_notebook_scores_zero_and_whose_refe
             grade = grade_submission(graded, course, device="cpu", include_hidden=False)
         assert grade.score == score, [t.output for t in grade.tests if t.status != "passed"]
     assert not list(stub.parent.glob("*.py"))  # the student's folder holds what it held
+
+
+def test_a_notebook_of_more_cells_than_any_exercise_has_is_refused_before_it_is_read_in_full(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebook, "MAX_CELLS", 3)
+    path = tmp_path / "tensors.ipynb"
+    path.write_text(notebook_of("a = 1", "b = 2", "c = 3"))  # and its markdown cell: 4
+    with pytest.raises(NotebookError, match="has 4 cells, more than torchgrade reads"):
+        convert_file(path)
+
+
+def test_check_path_says_why_a_notebook_is_not_graded_and_watch_sends_notebooks_to_the_cell(tmp_path):
+    course = make_course(tmp_path / "course")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "tensors.ipynb").write_text("print('my homework')\n")
+    runner = CliRunner()
+    done = runner.invoke(main, ["check", "--path", str(work), "--device", "cpu", "--assignment", str(course),
+                                "--report", str(tmp_path / "report")])
+    assert done.exit_code == 1, done.output
+    assert "torchgrade: note: tensors.ipynb is not a notebook (its content is not JSON)" in done.output
+    assert "not a notebook" in json.loads((tmp_path / "report" / "results.json").read_text())["output"]
+    assert sorted(p.name for p in work.iterdir()) == ["tensors.ipynb"]
+    (work / "tensors.ipynb").write_text(solved_notebook())
+    done = runner.invoke(main, ["check", "--watch", "--path", str(work), "--assignment", str(course)])
+    assert done.exit_code == 2 and "check from a cell" in done.output

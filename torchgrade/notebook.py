@@ -31,6 +31,8 @@ from .printable import shown
 SKIP_TAG = "skip-grading"
 #: A notebook larger than this is not read (outputs are ignored, but they are still bytes to parse).
 MAX_NOTEBOOK_BYTES = 20 * 1024**2
+#: More cells than any exercise notebook has (checking each costs the grader time: a hostile notebook's thousands).
+MAX_CELLS = 5000
 #: The first line of every module made from a notebook: `cell_maps` knows its own work by it.
 HEADER = "# Made by torchgrade from {name}: its code cells in order; IPython-only lines are comments."
 #: Metadata a code cell may carry to be named otherwise than "cell N" (the in-kernel check: "In [7]").
@@ -100,6 +102,10 @@ def read(path: Path, name: str | None = None) -> dict:
     if not isinstance(raw, dict) or not ("cells" in raw or "worksheets" in raw):
         raise NotebookError(f"{name} is JSON but not a notebook (it has no cells): hand in the .ipynb that "
                             f"Jupyter or Colab saves")
+    cells = raw.get("cells")
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:  # before nbformat validates them all (seconds each 10k)
+        raise NotebookError(f"{name} has {len(cells)} cells, more than torchgrade reads ({MAX_CELLS}): hand in the "
+                            f"notebook of the exercise itself")
     version = raw.get("nbformat")
     if version != 4:
         raise NotebookError(f"{name} is in notebook format {version!r}; torchgrade reads format 4 (Jupyter and "
