@@ -180,8 +180,8 @@ def _grader_statements(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _work(tree: ast.Module) -> list[tuple[int, str]]:
-    """Top-level statements that do work when imported (loops, calls): (line, kind)."""
+def _work(tree: ast.Module) -> list[int]:
+    """The lines of top-level statements that do work when imported: loops, calls."""
     found = []
     for node in tree.body:
         if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
@@ -280,11 +280,6 @@ def notebook_for(folder: Path, exercise: str, notebook_rules: NotebookRules) -> 
     return None
 
 
-def file_names(exercise: str) -> tuple[str, str]:
-    """The files that may hold an exercise module: `<exercise>.py` or `<exercise>.ipynb`."""
-    return f"{exercise}.py", f"{exercise}.ipynb"
-
-
 def has_notebooks(folder: Path, assignment) -> bool:
     """Whether some exercise of the folder stands as a notebook only (no `.py` beside it)."""
     found = rules(assignment)
@@ -298,7 +293,7 @@ def prepare(folder: Path, assignment) -> list[str]:
     be read, a notebook and a `.py` for one module)."""
     notebook_rules = rules(assignment)
     notes: list[str] = []
-    reported: set[str] = set()
+    done: dict[str, Converted | NotebookError] = {}  # the course's one notebook is read once
     for exercise in assignment.exercises:
         path = notebook_for(folder, exercise.name, notebook_rules)
         if path is None:
@@ -309,14 +304,15 @@ def prepare(folder: Path, assignment) -> list[str]:
                 notes.append(f"{exercise.name}.py and {shown(path.name)} were both handed in: {exercise.name}.py is "
                              f"graded (a .py file always wins over a notebook of the same module)")
             continue
-        try:
-            converted = convert_file(path, notebook_rules.skip_tag)
-        except NotebookError as e:
-            if path.name not in reported:
-                reported.add(path.name)
+        if path.name not in done:
+            try:
+                done[path.name] = convert_file(path, notebook_rules.skip_tag)
+            except NotebookError as e:
+                done[path.name] = e
                 notes.append(f"{e} (the exercises in it are not graded)")
-            continue
-        py.write_text(converted.source, encoding="utf-8")
+        converted = done[path.name]
+        if isinstance(converted, Converted):
+            py.write_text(converted.source, encoding="utf-8")
     return notes
 
 
@@ -325,6 +321,7 @@ def cell_maps(folder: Path, assignment) -> dict[str, Converted]:
     `.py` there is exactly the conversion of the notebook beside it), for `relabel`."""
     maps: dict[str, Converted] = {}
     notebook_rules = rules(assignment)
+    done: dict[str, Converted | None] = {}
     for exercise in assignment.exercises:
         py = folder / f"{exercise.name}.py"
         path = notebook_for(folder, exercise.name, notebook_rules)
@@ -334,10 +331,12 @@ def cell_maps(folder: Path, assignment) -> dict[str, Converted]:
             text = py.read_text(encoding="utf-8")
             if not text.startswith(HEADER.format(name=shown(path.name))):
                 continue
-            converted = convert_file(path, notebook_rules.skip_tag)
+            if path.name not in done:
+                done[path.name] = convert_file(path, notebook_rules.skip_tag)
         except (OSError, UnicodeDecodeError, NotebookError):
-            continue
-        if converted.source == text:
+            done[path.name] = None
+        converted = done.get(path.name)
+        if converted is not None and converted.source == text:
             maps[exercise.name] = converted
     return maps
 
@@ -382,9 +381,12 @@ def graded_folder(folder: Path, assignment) -> Iterator[tuple[Path, list[str]]]:
         return
     copy = Path(tempfile.mkdtemp(prefix="torchgrade-notebooks-"))
     try:
-        skip = shutil.ignore_patterns(".*", "__pycache__", "*.pyc")
         work = copy / (folder.resolve().name or "work")  # reports name the submission after its folder
-        shutil.copytree(folder, work, ignore=skip, symlinks=True)
+        work.mkdir()
+        # the modules only (a notebook folder often holds data sets: never copied on every check)
+        for path in sorted(folder.iterdir()):
+            if path.suffix in (".py", ".ipynb") and path.is_file() and not path.name.startswith("."):
+                shutil.copyfile(path, work / path.name)
         yield work, prepare(work, assignment)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
