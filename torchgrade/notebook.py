@@ -168,7 +168,10 @@ def _grader_statements(tree: ast.Module) -> set[int]:
     """Lines of top-level statements that are the in-notebook check's own: `import torchgrade...`,
     `torchgrade.notebook.check(...)` (also assigned), `from torchgrade... import ...`."""
     def is_check(node: ast.AST) -> bool:
-        return isinstance(node, ast.Call) and ast.unparse(node.func).startswith("torchgrade.")
+        func = node.func if isinstance(node, ast.Call) else None
+        while isinstance(func, ast.Attribute):
+            func = func.value
+        return isinstance(func, ast.Name) and func.id == "torchgrade"
 
     lines: set[int] = set()
     for node in tree.body:
@@ -205,13 +208,13 @@ def python_lines(source: str) -> tuple[list[str], list[int]]:
         return [f"# {lines[0]}", *body], [n + 1 for n in work]
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is None:
         lines = [_commented(line) if _IPYTHON_LINE.match(line) else line for line in lines]
         try:
             tree = ast.parse("\n".join(lines))
-        except (SyntaxError, ValueError):  # the student's own syntax error: graded, and reported with its cell
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # the student's own syntax error: graded, and reported with its cell
             return lines, []
     mine = _grader_statements(tree)
     # the check's own statements are top-level (continuation lines too): comments as they are
