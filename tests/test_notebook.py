@@ -276,3 +276,40 @@ def test_check_path_says_why_a_notebook_is_not_graded_and_watch_sends_notebooks_
     (work / "tensors.ipynb").write_text(solved_notebook())
     done = runner.invoke(main, ["check", "--watch", "--path", str(work), "--assignment", str(course)])
     assert done.exit_code == 2 and "check from a cell" in done.output
+
+
+# --- the in-notebook check's display and magic ---
+
+def test_the_inline_summary_escapes_what_the_student_controls_and_falls_back_to_text():
+    verdicts = notebook.Verdicts(rows=[{"name": "tensors.view: <b>x</b>", "status": "failed", "score": 0, "max_score": 2,
+                                        "output": "<script>alert(1)</script>", "extra_data": {"outcome": "failed"}}],
+                                 text="✗ tensors.py  0 / 2", status=1, score=0, max_score=2)
+    page = verdicts._repr_html_()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;b&gt;x" in page
+    assert "0 / 2" in page and "not every check passed" in page
+    assert repr(verdicts) == "✗ tensors.py  0 / 2" and not verdicts.passed
+
+
+def test_the_magic_takes_check_targets_and_options_and_refuses_anything_else(monkeypatch):
+    class Shell:
+        def register_magic_function(self, function, kind, name):
+            self.magic = (function, kind, name)
+
+    calls = []
+    monkeypatch.setattr(notebook, "check", lambda *targets, **options: calls.append((targets, options)))
+    shell = Shell()
+    import torchgrade
+
+    torchgrade.load_ipython_extension(shell)
+    function, kind, name = shell.magic
+    assert (kind, name) == ("line", "torchgrade")
+    function("check tensors.view tensors.one_hot --device cpu --lang zh")
+    assert calls == [(("tensors.view", "tensors.one_hot"), {"device": "cpu", "lang": "zh"})]
+    with pytest.raises(ValueError, match="usage: %torchgrade check"):
+        function("grade everything")
+
+
+def test_the_check_outside_a_kernel_says_where_it_runs(monkeypatch):
+    pytest.importorskip("IPython")
+    with pytest.raises(RuntimeError, match="inside Jupyter or Colab"):
+        notebook.check("tensors")
