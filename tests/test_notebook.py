@@ -158,6 +158,15 @@ def test_tracebacks_forbidden_calls_and_syntax_errors_name_the_cell_and_its_line
     assert relabel("my_tensors.py line 3 and tensors.pyc", maps) == "my_tensors.py line 3 and tensors.pyc"
 
 
+def test_the_import_hint_speaks_of_the_notebook(tmp_path):
+    from torchgrade.hints import HINTS
+
+    assert notebook.IMPORT_ADVICE[0] in HINTS[("*", "import")]["en"]  # the hint's own text: a change there shows here
+    maps = _maps(tmp_path, "x = 1")
+    assert relabel(f"tensors.py could not be imported\nhint: {notebook.IMPORT_ADVICE[0]}; code runs", maps) == \
+        f"tensors.ipynb could not be imported\nhint: {notebook.IMPORT_ADVICE[1]}; code runs"
+
+
 def test_a_time_limit_hit_at_import_names_the_cells_that_do_work_and_the_way_out(tmp_path):
     maps = _maps(tmp_path, "def f():\n    return 1", "model = f()\nfor epoch in range(10**9):\n    pass")
     text = relabel("called: f()\nimporting tensors.py took longer than 10 s\nhint: look for a loop", maps)

@@ -345,6 +345,9 @@ def cell_maps(folder: Path, assignment) -> dict[str, Converted]:
 
 
 _IMPORT_TIMEOUT = "importing {module} took longer than"
+#: The import hint's advice for a .py (torchgrade/hints.py), and what it means for a notebook.
+IMPORT_ADVICE = ("run `python -c \"import <module>\"` in your exercises folder to see the error",
+                 "run the notebook from the top (Restart and Run All) to see the error")
 
 
 def relabel(text: str, maps: dict[str, Converted]) -> str:
@@ -359,6 +362,7 @@ def relabel(text: str, maps: dict[str, Converted]) -> str:
         line_ref = re.compile(r'(?:[^\s"\']*[/\\])?(?<![\w.])' + re.escape(module) + r'(")?,? line (\d+)')
         text = line_ref.sub(lambda m: f'{converted.name}{m[1] or ""}, {converted.where(int(m[2]))}', text)
         text = re.sub(r"(?<![\w.])" + re.escape(module) + r"(?!\w)", converted.name, text)
+        text = text.replace(*IMPORT_ADVICE)
         if timed_out:  # before the message's own hint line, which is its last (bounds.clip_message keeps it)
             head, sep, hint = text.rpartition("\nhint: ")
             text = f"{head}\n{top_level_hint(converted)}{sep}{hint}" if sep else f"{text}\n{top_level_hint(converted)}"
