@@ -209,9 +209,62 @@ def links(root: Path) -> Expected:
                              "ivan": ["link(s) inside the zip"]})
 
 
+def notebook_of(*cells: str | tuple[str, list[str]], **metadata) -> str:
+    """A notebook (nbformat 4, as Jupyter saves it) of code cells: a cell is its source, or (source, tags)."""
+    import nbformat
+    from nbformat import v4
+
+    made = []
+    for cell in cells:
+        source, tags = cell if isinstance(cell, tuple) else (cell, [])
+        made.append(v4.new_code_cell(source, metadata={"tags": tags} if tags else {}))
+    node = v4.new_notebook(cells=[v4.new_markdown_cell("# Homework 1"), *made], metadata=metadata or {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    return nbformat.writes(node)
+
+
+#: A student's notebook as Jupyter leaves it: magics, shell lines, help, a timing, a training loop tagged
+#: out of grading, outputs; its code is the reference's.
+def solved_notebook(extra: str = "") -> str:
+    cells = ["%matplotlib inline\n!pip install -q torch\nimport torch\ntorch.cat?", REFERENCE,
+             "%%time\nbroadcast_shape((3, 1), (1, 4))", ("while True:  # training\n    pass", ["skip-grading"]),
+             "# skip-grading\nwhile True:\n    pass"]
+    return notebook_of(*cells, *([extra] if extra else []))
+
+
+def notebooks(root: Path) -> Expected:
+    import json
+
+    write(root / "alice" / "tensors.ipynb", solved_notebook())
+    zip_of(root / "bob.zip", {"hw/tensors.ipynb": notebook_of(STUB)})
+    write(root / "smithcarol_301_9101_tensors-1.ipynb", solved_notebook())  # Canvas: resubmitted, renamed
+    write(root / "erin" / "tensors.py", STUB)  # both: the .py is graded, a note says so
+    write(root / "erin" / "tensors.ipynb", solved_notebook())
+    write(root / "frank" / "tensors.ipynb", "print('hello')\n")
+    write(root / "gina" / "tensors.ipynb", notebook_of(REFERENCE, kernelspec={"name": "ir", "display_name": "R",
+                                                                              "language": "R"}))
+    write(root / "hal" / "tensors.ipynb", notebook_of("", "   "))
+    write(root / "ivy" / "tensors.ipynb", json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                                                      "worksheets": [{"cells": []}]}))
+    big = json.loads(solved_notebook())  # megabytes of outputs: ignored
+    big["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (3 * 1024**2)}]
+    write(root / "jack" / "tensors.ipynb", json.dumps(big))
+    write(root / "kate" / "tensors.ipynb", solved_notebook("import torch\ndef broadcast_shape(*shapes):\n"
+                                                           "    raise ValueError('not yet')\n"))
+    return Expected({"alice": FULL_MARKS, "bob": 0.0, "smithcarol_301": FULL_MARKS, "erin": 0.0, "frank": 0.0,
+                     "gina": 0.0, "hal": 0.0, "ivy": 0.0, "jack": FULL_MARKS, "kate": FULL_MARKS - 2},
+                    outputs={"erin": ["tensors.py and tensors.ipynb were both handed in: tensors.py is graded"],
+                             "frank": ["tensors.ipynb is not a notebook (its content is not JSON)"],
+                             "gina": ["notebook for R", "Python 3 kernel"], "hal": ["holds no code"],
+                             "ivy": ["notebook format 3", "save it again"],
+                             "kate": ['File "tensors.ipynb", cell 7, line 3, in broadcast_shape',
+                                      "raise ValueError('not yet')"]})
+
+
 LAYOUTS: dict[str, Callable[[Path], Expected]] = {
     f.__name__: f for f in (plain, nested_folders, github_classroom, moodle_folders, moodle_flat, canvas,
-                            zips_inside, two_sets, stray_files, colliding_names, own_file_names, any_bytes_in_names, links)
+                            zips_inside, two_sets, stray_files, colliding_names, own_file_names, any_bytes_in_names, links,
+                            notebooks)
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from torchgrade.bundle import build_bundle
 from torchgrade.config import load_assignment
+from torchgrade.notebook import generate_notebooks
 
 from conftest import ROOT
 
@@ -22,7 +23,7 @@ SECRET_FOLDERS = (ROOT / "reference", ROOT / "graders" / "checks" / "hidden")
 def built(tmp_path_factory):
     """The bundle of this course, built once (it runs the visible checks on the reference to record them)."""
     out = tmp_path_factory.mktemp("dist")
-    return build_bundle(load_assignment(ROOT / "assignment.yaml"), out, device="cpu")
+    return build_bundle(load_assignment(ROOT / "assignment.yaml"), out, device="cpu", notebooks=True)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,9 @@ def test_the_zip_and_the_folder_hold_the_same_listed_files(built, unpacked):
     assert json.loads((unpacked / "bundle.json").read_text())["files"] == list(built.files)
     top = {f.split("/")[0] for f in files}
     assert top == {"README.md", "assignment.yaml", "pyproject.toml", "bundle.json", "exercises", "expected", "graders",
-                   "torchgrade"}
+                   "torchgrade", "notebooks"}
+    assert sorted(f for f in files if f.startswith("notebooks/")) == \
+        sorted(f"notebooks/{p.stem}.ipynb" for p in (ROOT / "exercises").glob("*.py"))
     assert {f for f in files if f.startswith("graders/") and not f.startswith("graders/checks/visible/")} == \
         {"graders/checks/README.md", "graders/hints.yaml",
          *(f"graders/probes/{p.name}" for p in (ROOT / "graders" / "probes").glob("*.py"))}
@@ -97,10 +100,11 @@ def test_the_stubs_are_freshly_generated_and_the_assignment_points_at_the_record
     assert "in English and in Chinese" in readme and "用中英文说明" in readme and "hidden checks" in readme
 
 
-def _check(bundle: Path, report: Path) -> subprocess.Popen:
+def _check(bundle: Path, report: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "TORCHGRADE_LANG"}
     env["PYTHONPATH"] = str(bundle)  # the bundle's own torchgrade/, not this checkout's
-    return subprocess.Popen([sys.executable, "-m", "torchgrade.cli", "check", "--device", "cpu", "--report", str(report)],
+    return subprocess.Popen([sys.executable, "-m", "torchgrade.cli", "check", "--device", "cpu", "--report", str(report),
+                             *args],
                             cwd=bundle, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -110,8 +114,18 @@ def test_in_the_bundle_the_stubs_score_zero_and_the_reference_scores_full_marks(
     subprocess.run(["cp", "-r", str(unpacked), str(solved)], check=True)
     for solution in (ROOT / "reference").glob("*.py"):  # a student who solved everything
         (solved / "exercises" / solution.name).write_bytes(solution.read_bytes())
-    runs = {"stubs": _check(unpacked, tmp_path / "stubs"), "solved": _check(solved, tmp_path / "solved-report")}
+    # a student who works in the bundle's notebooks, untouched and solved (the reference as notebooks)
+    generate_notebooks(load_assignment(ROOT / "assignment.yaml"), solved / "notebooks", from_reference=True)
+    runs = {"stubs": _check(unpacked, tmp_path / "stubs"), "solved": _check(solved, tmp_path / "solved-report"),
+            "stub notebooks": _check(unpacked, tmp_path / "stub-notebooks", "--path", "notebooks"),
+            "solved notebooks": _check(solved, tmp_path / "solved-notebooks", "--path", "notebooks")}
     outputs = {name: run.communicate(timeout=550)[0] for name, run in runs.items()}
+    notebooks = {name: json.loads((tmp_path / name.replace(" ", "-") / "results.json").read_text())
+                 for name in ("stub notebooks", "solved notebooks")}
+    assert runs["stub notebooks"].returncode == 1 and notebooks["stub notebooks"]["score"] == 0, outputs["stub notebooks"]
+    assert runs["solved notebooks"].returncode == 0, outputs["solved notebooks"]
+    assert notebooks["solved notebooks"]["score"] == notebooks["solved notebooks"]["extra_data"]["max_score"] > 0
+    assert not list((unpacked / "notebooks").glob("*.py"))  # graded from a copy: the student's folder is as it was
     assert runs["stubs"].returncode == 1, outputs["stubs"]  # checks failed: a CI-friendly status
     assert runs["solved"].returncode == 0, outputs["solved"]
     stubs = json.loads((tmp_path / "stubs" / "results.json").read_text())

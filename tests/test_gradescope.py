@@ -443,3 +443,21 @@ def test_the_builds_test_grades_the_reference_and_records_what_each_submission_r
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"reference outcomes ({recording}): reused" in done.stdout
     assert _results(root)["score"] == 5
+
+
+def test_a_notebook_handed_in_is_graded_as_its_module_with_messages_that_name_its_cells(tiny_autograder, unpacked):
+    """A student who uploads the notebook they worked in (here inside a folder, as a drag-and-drop of it gives)."""
+    from class_folders import solved_notebook
+
+    root = unpacked(tiny_autograder)
+    (root / "submission" / "hw1").mkdir()
+    (root / "submission" / "hw1" / "tensors.ipynb").write_text(solved_notebook(
+        "def broadcast_shape(*shapes):\n    raise ValueError('not yet')\n"))
+    assert find_submission(root / "submission", ("tensors",)) == root / "submission" / "hw1"
+    done = run_autograder(root, "host")
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = _results(root)  # valid against Gradescope's schema
+    assert document["score"] == 3 and document["extra_data"]["max_score"] == 5  # broadcast_shape's 2 points lost
+    failed = [t for t in document["tests"] if t["status"] == "failed"]
+    assert failed and all('File "tensors.ipynb", cell 7, line 2, in broadcast_shape' in t["output"] for t in failed)
+    assert "tensors.py" not in "".join(t["output"] for t in failed)

@@ -24,6 +24,7 @@ from .config import Assignment, load_assignment
 from .exports import grades_csv, junit_xml, load_grade
 from .grading import GradingError
 from .ledger import Ledger, Record, grader_key
+from .notebook import module_names, prepare as prepare_notebooks
 from .printable import shown
 from .report import write_report
 from .results import INSTRUCTOR_FOLDER, write_atomic, write_results
@@ -76,10 +77,11 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
     this one submission (the next one gets a fresh session). GradingError (the checks cannot run at
     all) is raised.
     """
-    names = tuple(e.name for e in assignment.exercises)
+    names = module_names(assignment)
     with _lock:
         try:
             with staged(submission, names) as stage:
+                stage.notes += prepare_notebooks(stage.folder, assignment)  # <module>.ipynb: its <module>.py
                 grade = _session(assignment, device, only).grade(stage.folder)
             if stage.notes:  # where the files were found, links left out: the student sees why
                 grade.output = "\n".join([*stage.notes, grade.output]).strip()

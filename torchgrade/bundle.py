@@ -15,6 +15,7 @@ Layout::
 
     README.md  assignment.yaml  pyproject.toml  bundle.json
     exercises/<module>.py          stubs, generated from reference/ now (never copied)
+    notebooks/<module>.ipynb       with --notebook: the stubs as student notebooks, generated now too
     expected/<module>.pt           recorded outcomes of the visible checks
     torchgrade/                    the engine (it holds nothing of any course)
     graders/checks/visible/        the visible checks of the visible exercises (never hidden/)
@@ -277,8 +278,9 @@ def record_expected(assignment: Assignment, exercises: list[str], device: str = 
 
 
 def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", device: str = "all",
-                 verify: bool = False) -> Bundle:
-    """Write the student bundle as the folder `out/name` and the archive `out/name.zip`; return what it holds."""
+                 verify: bool = False, notebooks: bool = False) -> Bundle:
+    """Write the student bundle as the folder `out/name` and the archive `out/name.zip`; return what it holds.
+    With `notebooks`, also notebooks/<module>.ipynb, made from the stubs now (never copied, never stale)."""
     exercises = _visible_exercises(assignment)
     if not exercises:
         raise BundleError(f"no visible checks in {assignment.checks_dir / 'visible'} for the visible exercises")
@@ -290,6 +292,10 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
     stage = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     try:
         _write_stubs(assignment, stage)
+        if notebooks:
+            from .notebook import generate_notebooks
+
+            generate_notebooks(assignment, stage / "notebooks")
         _copy_engine(stage)
         checks = _copy_visible_checks(assignment, stage, exercises)
         parts = _copy_course_parts(assignment, stage)

@@ -135,7 +135,11 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
     report_dir = report_dir or assignment.root / "reports" / "check"
+    from .notebook import graded_folder, has_notebooks
+
     if watch:
+        if has_notebooks(folder, assignment):
+            _fail(f"{folder}: --watch follows .py files; in a notebook, check from a cell (docs/notebooks.md)")
         _watch(assignment, folder, targets, device, verbose, report_dir, path, assignment_path)
         return
     visible = tuple(targets) or tuple(e.name for e in assignment.exercises if e.visibility == "visible")
@@ -143,16 +147,20 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         import torch  # noqa: F401  (meanwhile the sandbox imports it too)
 
         level = host.isolation_level(isolation.requested_level())
-        with refcache.kept(assignment, device, level):  # the reference's side of each check, from the last run
+        # the reference's side of each check, from the last run; notebooks graded as the modules they stand for
+        with refcache.kept(assignment, device, level), graded_folder(folder, assignment) as (graded, notes):
+            for note in notes:
+                click.echo(f"torchgrade: note: {note}", err=True)
             if exitfirst:  # pytest's own -x
                 host.started()  # one line and exit 2 if no sandbox can start here, not a grader error per check
-                grade = grade_submission(folder, assignment, device=device, include_hidden=False, only=visible,
+                grade = grade_submission(graded, assignment, device=device, include_hidden=False, only=visible,
                                          stop_first=True)
             else:  # as `check --watch` and a batch grade: collected while the sandbox starts, then run
                 session = CheckSession(assignment, device=device, include_hidden=False, only=visible)
                 session.open()
                 host.started()
-                grade = session.grade(folder)
+                grade = session.grade(graded)
+            grade.output = "\n".join([*notes, grade.output]).strip()
     except host.IsolationError as e:
         _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:
@@ -336,13 +344,14 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     from .grading import GradingError
     from .progress import Progress, summary_lines
     from .results import set_private
+    from .notebook import module_names
     from .submissions import InputError, survey
 
     set_private(private)
     assignment = _assignment(assignment_path)
     _check_out(out)
     try:
-        found = survey(list(paths), tuple(e.name for e in assignment.exercises), out)
+        found = survey(list(paths), module_names(assignment), out)
     except InputError as e:
         _fail(str(e))
     submissions = found.submissions
@@ -528,11 +537,17 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
               help="Change nothing: list stubs that are out of date and docstrings without a Chinese summary; "
                    "exit 1 if any.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def stubs(check_only: bool, assignment_path: str | None) -> None:
+@click.option("--notebook", "notebook_out", is_flag=False, flag_value="notebooks", default=None, metavar="[DIR]",
+              help="Write (with --check: compare) the student notebooks instead: DIR/<module>.ipynb, one per "
+                   "exercise (default DIR: notebooks/ in the course folder; docs/notebooks.md).")
+def stubs(check_only: bool, assignment_path: str | None, notebook_out: str | None) -> None:
     """Generate the student stubs (exercises/) from the reference solutions' solution markers."""
     from .authoring import MarkerError, docstring_problems, generate_stubs, make_stub
 
     assignment = _assignment(assignment_path, checks="collect")
+    if notebook_out is not None:
+        _stub_notebooks(assignment, assignment.root / notebook_out, check_only)
+        return
     try:
         changed = generate_stubs(assignment.reference_dir, assignment.stubs_dir, write=not check_only)
         problems = [p for ref in sorted(assignment.reference_dir.glob("*.py"))
@@ -552,6 +567,24 @@ def stubs(check_only: bool, assignment_path: str | None) -> None:
         sys.exit(1)
 
 
+def _stub_notebooks(assignment, out: Path, check_only: bool) -> None:
+    """`stubs --notebook`: the student notebooks from the reference's stubs (torchgrade/notebook.py)."""
+    from .authoring import MarkerError
+    from .notebook import generate_notebooks
+
+    try:
+        changed = generate_notebooks(assignment, out, write=not check_only)
+    except (MarkerError, SyntaxError) as e:
+        _fail(str(e))
+    for path in changed:
+        click.echo(f"{'out of date' if check_only else 'wrote'}: {path}")
+    if not changed:
+        click.echo(f"notebooks in {out} are up to date")
+    elif check_only:
+        click.echo("run `torchgrade stubs --notebook` to regenerate them", err=True)
+        sys.exit(1)
+
+
 @main.command()
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
               show_default=True, help="Where to write the bundle folder and its .zip.")
@@ -561,7 +594,9 @@ def stubs(check_only: bool, assignment_path: str | None) -> None:
 @click.option("--verify", is_flag=True,
               help="Also grade the reference through the sandbox; refuse to build unless it scores full marks.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str | None) -> None:
+@click.option("--notebook", is_flag=True, help="Also ship the student notebooks (notebooks/<module>.ipynb, made now "
+                                               "from the stubs; docs/notebooks.md).")
+def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str | None, notebook: bool) -> None:
     """Build the student bundle: stubs, visible checks, the engine and recorded expected outcomes.
 
     It holds no reference solutions and no hidden checks: the visible checks are run once on the
@@ -572,7 +607,7 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
 
     assignment = _assignment(assignment_path, checks="collect")
     try:
-        built = build_bundle(assignment, out, name=name, device=device, verify=verify)
+        built = build_bundle(assignment, out, name=name, device=device, verify=verify, notebooks=notebook)
     except (BundleError, GradingError) as e:
         _fail(str(e))
     recorded = ", ".join(f"{e} {n}" for e, n in built.recorded.items())
@@ -667,19 +702,22 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
 @main.command()
 @click.argument("folder", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--title", default="My course", show_default=True, help="The course's title in reports.")
-def init(folder: Path, title: str) -> None:
+@click.option("--notebook", is_flag=True, help="Students work in notebooks: also write notebooks/<module>.ipynb "
+                                               "(docs/notebooks.md).")
+def init(folder: Path, title: str, notebook: bool) -> None:
     """Start a course in FOLDER (default: here): one example exercise with its reference, stub,
     checks, a probe of its own and a hint, that grades the reference full and the stub zero."""
     from .scaffold import ScaffoldError, init_course
 
     try:
-        written = init_course(folder, title)
+        written = init_course(folder, title, notebooks=notebook)
     except ScaffoldError as e:
         _fail(str(e))
     for path in written:
         click.echo(f"wrote {path}")
     inside = "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
-    click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then torchgrade check (the stub: zero)")
+    stub = "torchgrade check --path notebooks" if notebook else "torchgrade check"
+    click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then {stub} (the stub: zero)")
 
 
 if __name__ == "__main__":  # `python -m torchgrade.cli check` works without installing the package

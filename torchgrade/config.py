@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from .notebook import SKIP_TAG, NotebookRules
+
 ASSIGNMENT_FILE = "assignment.yaml"
 VISIBILITIES = ("visible", "hidden")
 
@@ -73,6 +75,8 @@ class Assignment:
     #: Without CUDA: grade the CUDA checks on the stand-in and count them (score), show their findings
     #: as warnings (warn), or set them aside (off, the default: as before the stand-in). See docs/devices.md.
     cuda_standin: str = "off"
+    #: What the course says about notebooks handed in for its modules (docs/notebooks.md).
+    notebooks: NotebookRules = NotebookRules()
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -118,6 +122,12 @@ TOP_KEYS = {
     "cuda_standin": "Without CUDA, CUDA checks run on the CUDA stand-in: score (they count, as on a GPU), warn "
                     "(their findings are warnings, no points), off (set aside, the default).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
+    "notebooks": "Notebooks handed in for the modules: file (one notebook holding every exercise), skip_tag "
+                 "(cells left out of grading; default skip-grading). See docs/notebooks.md.",
+}
+NOTEBOOK_KEYS = {
+    "file": "The one notebook (a file name) that holds every exercise; default: each module its own <module>.ipynb.",
+    "skip_tag": f"The cell tag that leaves a cell out of grading (default {SKIP_TAG}).",
 }
 EXERCISE_KEYS = {
     "title": "What the module is about.",
@@ -250,6 +260,7 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
         gradescope_isolation=gradescope_isolation,
         cuda_standin=_choice(data.get("cuda_standin", "off"), STANDIN_POLICIES, path, "cuda_standin"),
+        notebooks=_notebooks(data.get("notebooks", {}), path),
         hints=hints,
         facts=facts,
     )
@@ -268,3 +279,15 @@ def _flag(value: Any, path: Path, *keys: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{_where(path, *keys)}: expected true or false, got {value!r}")
     return value
+
+
+def _notebooks(value: Any, path: Path) -> NotebookRules:
+    value = _mapping(value or {}, path, "notebooks")
+    _check_keys(value, NOTEBOOK_KEYS, path, "notebooks")
+    file, tag = value.get("file", ""), value.get("skip_tag", SKIP_TAG)
+    if not isinstance(file, str) or (file and (not file.endswith(".ipynb") or "/" in file or "\\" in file)):
+        raise ConfigError(f"{_where(path, 'notebooks', 'file')}: expected a notebook's file name such as "
+                          f"course.ipynb, got {file!r}")
+    if not isinstance(tag, str) or not tag.strip():
+        raise ConfigError(f"{_where(path, 'notebooks', 'skip_tag')}: expected a cell tag, got {tag!r}")
+    return NotebookRules(file=file, skip_tag=tag.strip())

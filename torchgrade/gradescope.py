@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from .config import Assignment
+from .notebook import module_names
 
 ENGINE = Path(__file__).resolve().parent
 #: Where the course goes inside the zip, and its parts inside that (the assignment file is rewritten to match).
@@ -256,9 +257,10 @@ def build(assignment: Assignment, out: Path, device: str = "cpu") -> Built:
 def find_submission(folder: Path, exercises: tuple[str, ...]) -> Path:
     """Where the student's files are in Gradescope's submission folder: itself, the one folder that holds
     an exercise file, or a .zip uploaded as it is."""
-    if any((folder / f"{name}.py").is_file() for name in exercises):
+    if any((folder / f"{name}{suffix}").is_file() for name in exercises for suffix in (".py", ".ipynb")):
         return folder
-    nested = sorted((p for p in folder.rglob("*.py") if p.stem in exercises and "__MACOSX" not in p.parts),
+    nested = sorted((p for p in folder.rglob("*") if p.suffix in (".py", ".ipynb") and p.stem in exercises
+                     and "__MACOSX" not in p.parts and ".ipynb_checkpoints" not in p.parts),
                     key=lambda p: (len(p.parts), str(p)))
     if nested:
         return nested[0].parent
@@ -471,7 +473,7 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
         return 1 if smoke else 0
     head = GRADED_AT.format(version=__version__, level=level) + (PROCESS_NOTE if level == "process" else "")
     _say(head)
-    found = find_submission(submission, tuple(e.name for e in assignment.exercises))
+    found = find_submission(submission, module_names(assignment))
     host.start_early(assignment.probes_dir)
     if outcomes is not None:  # in this trusted process, before any student code: the reference side
         _say(f"reference outcomes ({outcomes}): {refcache.ensure(assignment, device, outcomes)}")

@@ -15,6 +15,7 @@ from . import bounds
 from . import config as config_module
 from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, GraderError, SubmissionError
+from .notebook import cell_maps, relabel
 from .sandbox import host
 from .sandbox import standin
 from .sandbox.host import Sandbox, isolation_level
@@ -95,6 +96,8 @@ class GradingState:
         #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
         policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin
         self.standin = policy if policy in ("score", "warn") and not torch.cuda.is_available() else ""
+        #: The modules made from notebooks: their messages name the notebook's cells (torchgrade.notebook).
+        self.cells = cell_maps(submission, assignment)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -290,6 +293,8 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
             device=_device(item), visibility=_visibility(item, state))
     # Every message is cut to a size (bounds.py), its hint line kept: messages from any path, a course's
     # own assertion or a grader error included.
+    if state.cells:  # "tensors.py, line 12" of a module made from a notebook: "tensors.ipynb, cell 7, line 3"
+        text = relabel(text, state.cells)
     text = bounds.clip_message(text, keep_last_line=True)
     on_standin = state.on_standin(item)
     if on_standin and state.standin == "warn" and status != "skipped":  # findings as warnings: no points either way

@@ -136,8 +136,9 @@ class ScaffoldError(Exception):
     """The course cannot be written there; the message says why."""
 
 
-def init_course(folder: Path, title: str = "My course") -> list[Path]:
-    """Write the example course into `folder` (never over an existing file); return the files written."""
+def init_course(folder: Path, title: str = "My course", notebooks: bool = False) -> list[Path]:
+    """Write the example course into `folder` (never over an existing file); return the files written.
+    With `notebooks`, also the student notebooks (notebooks/<module>.ipynb, torchgrade.notebook)."""
     clashes = [folder / name for name in FILES if (folder / name).exists()]
     if clashes:
         raise ScaffoldError(f"{clashes[0]} exists already; `torchgrade init` writes into a new or empty folder")
@@ -151,4 +152,9 @@ def init_course(folder: Path, title: str = "My course") -> list[Path]:
     except OSError as e:
         raise ScaffoldError(f"cannot write the course into {folder}: {e.strerror or e}") from None
     written += generate_stubs(folder / "reference", folder / "exercises")
+    if notebooks:
+        from .config import load_assignment
+        from .notebook import generate_notebooks
+
+        written += generate_notebooks(load_assignment(folder / "assignment.yaml"), folder / "notebooks")
     return written

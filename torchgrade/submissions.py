@@ -10,7 +10,9 @@ student, Canvas's flat files (`name_id_subid_file`), Moodle's per-student folder
 Staging (`unpacked`) copies what a student handed in into a private folder: links are followed only
 where they stay inside the submission (a class entry that is a link is refused), zips are unpacked
 with limits (and a zip found inside a submission when no exercise file is in sight), and the
-exercise files are located wherever they sit. Nothing of it ever resolves into the course.
+exercise files are located wherever they sit. An exercise file is `<module>.py` or a notebook
+`<module>.ipynb` standing for it (torchgrade/notebook.py converts it once staged). Nothing of it ever
+resolves into the course.
 """
 
 from __future__ import annotations
@@ -156,18 +158,21 @@ def _path_entries(path: Path, exercises: tuple[str, ...], out_real: str | None,
         return [(Path(os.path.realpath(path)).name, Submission("", path))]  # `.` too
     found = _class_entries(path, exercises, out_real, notes)
     if not found:
-        names = ", ".join(f"{n}.py" for n in exercises[:3])
+        names = ", ".join(f"{n}.py" for n in exercises[:3])  # (or the same names as .ipynb notebooks)
         raise InputError(f"{path}: not a submission (no {names}, ...) and holds no submission folders or .zip files")
     return found
 
 
 def _exercise_files(folder: Path, exercises: tuple[str, ...]) -> list[str]:
-    return [f"{n}.py" for n in exercises if (folder / f"{n}.py").is_file() and not (folder / f"{n}.py").is_symlink()]
+    """The exercise files at the top of folder: `<module>.py`, or a notebook `<module>.ipynb` standing for it."""
+    return [name for n in exercises for name in (f"{n}.py", f"{n}.ipynb")
+            if (folder / name).is_file() and not (folder / name).is_symlink()
+            and not (name.endswith(".ipynb") and (folder / f"{n}.py").is_file())]
 
 
 def _holds_work(folder: Path, exercises: tuple[str, ...], depth: int = 4) -> bool:
     """Whether an exercise file or a zip sits somewhere under folder (links not followed)."""
-    wanted = {f"{n}.py" for n in exercises}
+    wanted = {f"{n}{suffix}" for n in exercises for suffix in (".py", ".ipynb")}
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -277,8 +282,8 @@ def _student_name(entry: str) -> str:
 
 
 def _canvas_file_name(name: str, exercises: tuple[str, ...]) -> str:
-    """Canvas renames a resubmitted file tensors-1.py: the exercise's own name again."""
-    match = re.fullmatch(r"(.+)-\d+(\.py)", name)
+    """Canvas renames a resubmitted file tensors-1.py (tensors-1.ipynb): the exercise's own name again."""
+    match = re.fullmatch(r"(.+)-\d+(\.py|\.ipynb)", name)
     if match and match[1] in exercises:
         return match[1] + match[2]
     return name
@@ -469,7 +474,7 @@ def staged(submission: Submission, exercises: tuple[str, ...]) -> Iterator[Stage
         else:
             skipped = 0
             members = _members(submission, notes)
-            for name, path in sorted(members, key=lambda m: (not m[0].endswith(".py"), m[0])):
+            for name, path in sorted(members, key=lambda m: (not m[0].endswith((".py", ".ipynb")), m[0])):
                 try:
                     size = path.stat().st_size
                 except OSError:
