@@ -433,8 +433,9 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
 @main.command()
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
               show_default=True, help="Where to write autograder.zip.")
-@click.option("--device", type=click.Choice(["cpu", "all"]), default="cpu", show_default=True,
-              help="Devices the autograder grades on (Gradescope's machines have no GPU).")
+@click.option("--device", type=click.Choice(["cpu", "all"]), default="all", show_default=True,
+              help="Devices the autograder grades on. Gradescope's machines have no GPU: with `all` the CUDA checks "
+                   "follow the course's cuda_standin, as `check`, `grade` and the bundle do (one score on every path).")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     """Build a Gradescope autograder (OUT/autograder.zip) for this course.
@@ -457,7 +458,7 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @main.command(hidden=True)
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="all")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 @click.option("--secret", "secrets", multiple=True, type=click.Path(path_type=Path),
               help="A file or folder the sandbox user must not read (besides the course's reference, checks "
@@ -465,11 +466,14 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--protect", "protected", multiple=True, type=click.Path(path_type=Path),
               help="A file or folder the sandbox user must not write (besides results.json's folder and the engine).")
 @click.option("--smoke", is_flag=True, help="Exit 1 unless every check passed (the build's test on the reference).")
+@click.option("--metadata", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Gradescope's submission_metadata.json, for the course's submission_limit.")
 @click.option("--reference-outcomes", "outcomes", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="A folder where the reference's outcomes are recorded once (by the build's test) and reused "
                    "(torchgrade/refcache.py).")
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
-              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None) -> None:
+              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None,
+              metadata: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
     from . import gradescope
 
@@ -478,7 +482,8 @@ def autograde(submission: Path, results_path: Path, device: str, assignment_path
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
     engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
     sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
-                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes))
+                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes,
+                                  metadata=metadata))
 
 
 @main.command()

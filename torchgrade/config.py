@@ -10,9 +10,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from .submission_limits import Limit
 
 ASSIGNMENT_FILE = "assignment.yaml"
 VISIBILITIES = ("visible", "hidden")
@@ -73,6 +76,8 @@ class Assignment:
     #: Without CUDA: grade the CUDA checks on the stand-in and count them (score), show their findings
     #: as warnings (warn), or set them aside (off, the default: as before the stand-in). See docs/devices.md.
     cuda_standin: str = "off"
+    #: How many submissions the Gradescope autograder counts per period or due date (None: all of them).
+    submission_limit: Limit | None = None
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -117,6 +122,8 @@ TOP_KEYS = {
     "gradescope_isolation": "Weakest sandbox a Gradescope autograder grades in: unprivileged-user (default), bwrap, or process (opt-in).",
     "cuda_standin": "Without CUDA, CUDA checks run on the CUDA stand-in: score (they count, as on a GPU), warn "
                     "(their findings are warnings, no points), off (set aside, the default).",
+    "submission_limit": "Gradescope: at most {count: N, per: 24h} counted submissions (per: 30m, 24h, 7d, or "
+                        "due_date); over it, the last counted score is kept (docs/exports.md).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
 }
 EXERCISE_KEYS = {
@@ -250,6 +257,7 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         chinese_summaries=_flag(data.get("chinese_summaries", False), path, "chinese_summaries"),
         gradescope_isolation=gradescope_isolation,
         cuda_standin=_choice(data.get("cuda_standin", "off"), STANDIN_POLICIES, path, "cuda_standin"),
+        submission_limit=_limit(data.get("submission_limit"), path),
         hints=hints,
         facts=facts,
     )
@@ -268,3 +276,15 @@ def _flag(value: Any, path: Path, *keys: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{_where(path, *keys)}: expected true or false, got {value!r}")
     return value
+
+
+def _limit(value: Any, path: Path):
+    """The course's submission_limit (torchgrade/submission_limits.py), or None."""
+    from .submission_limits import LimitError, parse
+
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except LimitError as e:
+        raise ConfigError(f"{_where(path, 'submission_limit')}: {e}") from None
