@@ -577,11 +577,12 @@ def similarity(graded: Path, known: Path | None, threshold: float | None, assign
     write_atomic(graded / sim.PAGE, sim.render(report, assignment, {name: report_link(name) for name in students}))
     try:
         grades = graded_class(graded, assignment)
-    except LMSError as e:
-        _fail(str(e))
+    except LMSError as e:  # the page is written; the index cannot be
+        click.echo(f"torchgrade: note: index.html not rewritten: {e}", err=True)
+        grades = []
     if len(grades) > 1:
         write_class_pages(grades, assignment, graded)  # index.html links to the new page
-    click.echo(f"wrote {graded / sim.PAGE}: {len(report.pairs)} pair(s) at {report.threshold:.0%} or more, "
+    click.echo(f"wrote {graded / sim.PAGE}: {report.count} pair(s) at {report.threshold:.0%} or more, "
                f"{len(students)} student(s), {len(sources)} source(s)")
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
-from dataclasses import dataclass, field
+import os
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Assignment
@@ -52,7 +54,7 @@ class Version:
     source: bool  # the reference or a known solution, not a student
     lines: list[str]
     first: int  # the line number of lines[0] in the module
-    grams: dict[int, set[int]] = field(default_factory=dict)  # K-gram hash -> line numbers it covers
+    grams: frozenset[int] = frozenset()  # the hashes of its runs of K words
 
 
 def _definition(tree: ast.Module, name: str) -> ast.AST | None:
@@ -66,53 +68,85 @@ def _definition(tree: ast.Module, name: str) -> ast.AST | None:
     return found
 
 
-def _tokens(node: ast.AST) -> list[tuple[str, int]]:
-    """The node's syntax tree as (token, line) in order: node kinds, local names by order of first use,
-    kept attribute and library names, constants by kind (numbers by value); docstrings left out."""
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Node kinds that say nothing a student chose (every name has one).
+_SILENT = (ast.Load, ast.Store, ast.Del)
+
+
+def _tokens(node: ast.AST) -> tuple[list[str], list[int]]:
+    """The node's syntax tree in order, as words and their lines: node kinds, local names by order of first
+    use, kept attribute and library names, constants by kind (numbers by value); docstrings left out."""
     names: dict[str, str] = {}
-    out: list[tuple[str, int]] = []
-
-    def local(name: str) -> str:
-        if name in _BUILTINS:
-            return name
-        return names.setdefault(name, f"v{len(names)}")
-
-    def visit(n: ast.AST, line: int) -> None:
+    words: list[str] = []
+    lines: list[int] = []
+    stack = [(node, getattr(node, "lineno", 1))]
+    while stack:
+        n, line = stack.pop()
+        kind = type(n)
+        if kind in _SILENT:
+            continue
         line = getattr(n, "lineno", line)
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body \
-                and isinstance(n.body[0], ast.Expr) and isinstance(getattr(n.body[0], "value", None), ast.Constant) \
-                and isinstance(n.body[0].value.value, str):
-            n = type(n)(**{**{f: getattr(n, f) for f in n._fields}, "body": n.body[1:]})  # no docstring
-            n.lineno = line
-        out.append((type(n).__name__, line))
-        if isinstance(n, ast.Name):
-            out.append((local(n.id), line))
-        elif isinstance(n, ast.arg):
-            out.append((local(n.arg), line))
-        elif isinstance(n, ast.Attribute):
-            out.append(("." + n.attr, line))
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.append((local(n.name), line))
-        elif isinstance(n, ast.Constant):
+        words.append(kind.__name__)
+        lines.append(line)
+        word = None
+        if kind is ast.Name or kind is ast.arg:
+            name = n.id if kind is ast.Name else n.arg
+            word = name if name in _BUILTINS else names.setdefault(name, f"v{len(names)}")
+        elif kind is ast.Attribute:
+            word = "." + n.attr
+        elif kind is ast.Constant:
             value = n.value
-            out.append((repr(value) if isinstance(value, (int, float, bool, type(None))) else type(value).__name__, line))
-        for child in ast.iter_child_nodes(n):
-            if not isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)):
-                visit(child, line)
-            else:
-                out.append((type(child).__name__, line))
+            word = repr(value) if isinstance(value, (int, float, bool, type(None))) else type(value).__name__
+        elif kind in _DEFS:
+            word = names.setdefault(n.name, f"v{len(names)}")
+        if word is not None:
+            words.append(word)
+            lines.append(line)
+        skip = None
+        if kind in _DEFS and n.body and type(n.body[0]) is ast.Expr and type(n.body[0].value) is ast.Constant \
+                and isinstance(n.body[0].value.value, str):
+            skip = n.body[0]  # the docstring
+        children = []
+        for field_name in n._fields:
+            value = getattr(n, field_name, None)
+            if isinstance(value, list):
+                children.extend(v for v in value if isinstance(v, ast.AST) and v is not skip)
+            elif isinstance(value, ast.AST):
+                children.append(value)
+        stack.extend((c, line) for c in reversed(children))
+    return words, lines
 
-    visit(node, getattr(node, "lineno", 1))
+
+_IDS: dict[str, int] = {}
+
+
+def _ids(words: list[str]) -> list[int]:
+    """Each word as a number that is the same in every process (crc32, not Python's salted str hash)."""
+    out = []
+    for w in words:
+        i = _IDS.get(w)
+        if i is None:
+            i = _IDS[w] = zlib.crc32(w.encode("utf-8", "replace"))
+        out.append(i)
     return out
 
 
-def _grams(tokens: list[tuple[str, int]]) -> dict[int, set[int]]:
-    grams: dict[int, set[int]] = {}
-    for i in range(max(0, len(tokens) - K + 1)):
-        run = tokens[i:i + K]
-        digest = hashlib.blake2b("\x1f".join(t for t, _ in run).encode(), digest_size=8).digest()
-        grams.setdefault(int.from_bytes(digest, "big") >> 1, set()).update(line for _, line in run)
-    return grams
+def _grams(ids: list[int]) -> list[int]:
+    """The hash of each run of K words, in order (a tuple of ints hashes alike in every process)."""
+    return [hash(tuple(ids[i:i + K])) for i in range(max(0, len(ids) - K + 1))]
+
+
+def _span(node: ast.AST) -> tuple[int, int]:
+    first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+    if getattr(node, "decorator_list", None):
+        first = min(first, *(d.lineno for d in node.decorator_list))
+    return first, last
+
+
+def _version(owner: str, lines: list[str], node: ast.AST, source: bool) -> Version | None:
+    first, last = _span(node)
+    grams = frozenset(_grams(_ids(_tokens(node)[0])))
+    return Version(owner, source, lines[first - 1:last], first, grams) if grams else None
 
 
 def version(owner: str, text: str, target: str, *, source: bool = False) -> Version | None:
@@ -122,13 +156,43 @@ def version(owner: str, text: str, target: str, *, source: bool = False) -> Vers
     except (SyntaxError, ValueError):
         return None
     node = _definition(tree, target)
-    if node is None:
-        return None
-    lines = text.splitlines()
-    first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
-    if getattr(node, "decorator_list", None):
-        first = min(first, *(d.lineno for d in node.decorator_list))
-    return Version(owner, source, lines[first - 1:last], first, _grams(_tokens(node)))
+    return _version(owner, text.splitlines(), node, source) if node is not None else None
+
+
+def versions_of(owner: str, code: dict[str, str], targets: list[tuple[str, str]], source: bool = False
+                ) -> list[tuple[str, Version]]:
+    """(exercise.target, version) for each of `targets` (exercise, name) that `code` (module: text) defines;
+    each module parsed once."""
+    found = []
+    for exercise in sorted({e for e, _ in targets}):
+        text = code.get(exercise)
+        if text is None:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        lines = text.splitlines()
+        for e, name in targets:
+            node = _definition(tree, name) if e == exercise else None
+            v = _version(owner, lines, node, source) if node is not None else None
+            if v is not None:
+                found.append((f"{e}.{name}", v))
+    return found
+
+
+def _matched_lines(mine: Version, shared: set[int]) -> set[int]:
+    """The lines of `mine` that some shared run of K words covers (the version parsed again: for the page only)."""
+    try:
+        node = ast.parse("\n".join(mine.lines)).body[-1]
+    except (SyntaxError, ValueError, IndexError):
+        return set()
+    words, lines = _tokens(node)
+    matched: set[int] = set()
+    for i, gram in enumerate(_grams(_ids(words))):
+        if gram in shared:
+            matched.update(lines[i:i + K])
+    return {mine.first - 1 + line for line in matched}
 
 
 @dataclass(frozen=True)
@@ -143,36 +207,44 @@ class Pair:
     def side(self, which: str) -> list[tuple[int, str, bool]]:
         """(line number, text, matched) for each line of one side's version."""
         mine, other = (self.a, self.b) if which == "a" else (self.b, self.a)
-        shared = set(mine.grams) & set(other.grams)
-        matched = set().union(*(mine.grams[g] for g in shared)) if shared else set()
+        matched = _matched_lines(mine, set(mine.grams & other.grams))
         return [(mine.first + i, text, mine.first + i in matched) for i, text in enumerate(mine.lines)]
 
 
-def compare(versions: list[Version], boilerplate: set[int], target: str, threshold: float = THRESHOLD) -> list[Pair]:
-    """Every pair of versions of `target` at or above `threshold` (sources are not compared with each other),
-    with the boilerplate's K-grams left out."""
+def compare(versions: list[Version], boilerplate: set[int], target: str, threshold: float = THRESHOLD,
+            most: int = MOST) -> tuple[list[Pair], int]:
+    """The `most` most similar pairs of versions of `target` at or above `threshold` (sources are not compared
+    with each other), with the boilerplate's K-grams left out; and how many pairs are at or above it."""
     import numpy as np
 
-    sets = [set(v.grams) - boilerplate for v in versions]
-    vocabulary = {g: i for i, g in enumerate(sorted(set().union(*sets)))} if sets else {}
-    if len(versions) < 2 or not vocabulary:
-        return []
+    sets = [v.grams - boilerplate for v in versions]
+    if len(versions) < 2:
+        return [], 0
+    counts: dict[int, int] = {}
+    for grams in sets:
+        for g in grams:
+            counts[g] = counts.get(g, 0) + 1
+    # Only runs two versions share can meet in a pair: the matrix holds those, the sizes count them all.
+    vocabulary = {g: i for i, g in enumerate(g for g, n in counts.items() if n > 1)}
+    if not vocabulary:
+        return [], 0
     matrix = np.zeros((len(versions), len(vocabulary)), dtype=np.float32)
     for row, grams in enumerate(sets):
-        matrix[row, [vocabulary[g] for g in grams]] = 1.0
-    shared = matrix @ matrix.T  # K-grams two versions have in common
-    sizes = matrix.sum(axis=1)
+        matrix[row, [vocabulary[g] for g in grams if g in vocabulary]] = 1.0
+    shared = matrix @ matrix.T  # runs two versions have in common
+    sizes = np.array([len(grams) for grams in sets], dtype=np.float32)
     union = sizes[:, None] + sizes[None, :] - shared
     with np.errstate(divide="ignore", invalid="ignore"):
         jaccard = np.where(union > 0, shared / union, 0.0)
+    both_sources = np.array([v.source for v in versions])
+    keep = np.triu((jaccard >= threshold) & (shared > 0), k=1) & ~(both_sources[:, None] & both_sources[None, :])
+    rows, cols = np.nonzero(keep)
+    order = np.argsort(-jaccard[rows, cols], kind="stable")[:most]  # a class of copies has millions of pairs
     pairs = []
-    rows, cols = np.nonzero(np.triu(jaccard >= threshold, k=1))
-    for i, j in zip(rows.tolist(), cols.tolist()):
-        if versions[i].source and versions[j].source:
-            continue
+    for i, j in zip(rows[order].tolist(), cols[order].tolist()):
         a, b = (versions[i], versions[j]) if not versions[i].source else (versions[j], versions[i])
         pairs.append(Pair(target, a, b, float(jaccard[i, j])))
-    return pairs
+    return pairs, int(len(rows))
 
 
 def modules(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
@@ -211,30 +283,46 @@ def class_code(out: Path, names: tuple[str, ...]) -> dict[str, dict[str, str]]:
 
 @dataclass
 class Report:
-    pairs: list[Pair]
+    pairs: list[Pair]  # the most similar (MOST at most)
+    count: int  # every pair at or above the threshold
     students: int
     sources: list[str]
     targets: int
     threshold: float
 
 
+#: From this many students on, the code is read in worker processes (one per core).
+POOL_FROM = 40
+
+
 def analyse(students: dict[str, dict[str, str]], assignment: Assignment, sources: dict[str, dict[str, str]],
             threshold: float = THRESHOLD) -> Report:
     """Every pair at or above `threshold`, target by target, the most similar first."""
     names = tuple(e.name for e in assignment.exercises)
-    stubs = modules(assignment.stubs_dir, names)
+    targets = [(t.exercise, t.name) for t in assignment.targets]
+    owners = [*((o, c, True) for o, c in sources.items()), *((o, c, False) for o, c in students.items())]
+    jobs = ([o for o, _, _ in owners], [c for _, c, _ in owners], [targets] * len(owners), [s for _, _, s in owners])
+    if len(students) >= POOL_FROM and (os.cpu_count() or 1) > 1:
+        import multiprocessing
+
+        with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("spawn")) as pool:
+            found = list(pool.map(versions_of, *jobs, chunksize=8))
+    else:
+        found = list(map(versions_of, *jobs))
+    by_target: dict[str, list[Version]] = {}
+    for versions in found:
+        for qualname, v in versions:
+            by_target.setdefault(qualname, []).append(v)
+    stubs = dict(versions_of("stub", modules(assignment.stubs_dir, names), targets))
     pairs: list[Pair] = []
-    for target in assignment.targets:
-        versions = []
-        for owner, code in [*sources.items(), *students.items()]:
-            text = code.get(target.exercise)
-            found = version(owner, text, target.name, source=owner in sources) if text is not None else None
-            if found is not None and found.grams:
-                versions.append(found)
-        stub = version("stub", stubs.get(target.exercise, ""), target.name)
-        pairs += compare(versions, set(stub.grams) if stub else set(), target.qualname, threshold)
+    count = 0
+    for t in assignment.targets:
+        stub = stubs.get(t.qualname)
+        found, n = compare(by_target.get(t.qualname, []), set(stub.grams) if stub else set(), t.qualname, threshold)
+        pairs += found
+        count += n
     pairs.sort(key=lambda p: (-p.similarity, p.target, p.a.owner, p.b.owner))
-    return Report(pairs, len(students), list(sources), len(assignment.targets), threshold)
+    return Report(pairs[:MOST], count, len(students), list(sources), len(assignment.targets), threshold)
 
 
 def render(report: Report, assignment: Assignment, links: dict[str, str], most: int = MOST) -> str:
