@@ -108,7 +108,7 @@ class Assignment:
         raise KeyError(f"{exercise}.{name}")
 
 
-# Every key the file may use, with its help text (documented in README; a test keeps them in sync).
+# Every key the file may use, with its help text (documented in docs/authoring.md, section 10; a test keeps them in sync).
 TOP_KEYS = {
     "title": "A title for reports.",
     "reference": "Folder of reference solutions, relative to the file (trusted; never shown to students).",
