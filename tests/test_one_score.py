@@ -113,3 +113,22 @@ def test_the_cuda_only_mistakes_get_one_score_from_check_grade_the_bundle_and_th
     assert 0 < score < top and lost, scores  # the mistakes cost points, and only some
     assert all(re.search(r"\[cuda\]$", name) for name in lost), lost  # CUDA checks only: the CPU is right
     assert scores == {path: (score, top, lost) for path in documents}, scores
+
+
+def test_grading_cpu_only_does_not_say_the_cuda_checks_were_graded_on_the_stand_in(tmp_path):
+    """`--device cpu` sets every CUDA check aside: the grade must not also claim the stand-in graded them (the
+    autograder's old output said both)."""
+    import torch
+
+    from tiny_course import make_course, student
+
+    from torchgrade.config import load_assignment
+    from torchgrade.grading import grade_submission
+
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA there is no stand-in")
+    path = make_course(tmp_path)
+    path.write_text(path.read_text() + "cuda_standin: score\n")
+    grade = grade_submission(student(tmp_path / "s"), load_assignment(path), device="cpu")
+    assert grade.standin == "" and "stand-in" not in grade.output
+    assert grade.score == grade.max_score and any(t.status == "skipped" and t.device == "cuda" for t in grade.tests)

@@ -140,3 +140,47 @@ def test_a_wrong_decision_is_one_line_exit_2_and_nothing_written(course, cls, tm
     assert result.exit_code == 2, result.output
     assert message in result.output and "line 1" in result.output and len(result.output.strip().splitlines()) == 1
     assert sorted(p.name for p in out.iterdir()) == ["overrides.yaml"]
+
+
+def _grade(course):
+    """A grade of the tiny course in memory: broadcast_shape passed, one_hot's two checks failed."""
+    from torchgrade.scoring import CheckResult, Grade, assign_points
+
+    tests = [CheckResult("a", "tensors.broadcast_shape: matches torch broadcast shapes", "tensors", "broadcast_shape",
+                         None, "visible", "passed"),
+             CheckResult("b", "tensors.one_hot: matches one_hot on a small input [cpu]", "tensors", "one_hot", "cpu",
+                         "visible", "failed"),
+             CheckResult("c", "tensors.one_hot: infers the number of classes [cpu]", "tensors", "one_hot", "cpu",
+                         "visible", "failed")]
+    assign_points(tests, course)
+    return Grade("bob", tests)
+
+
+def test_a_check_a_target_and_the_whole_submission_each_set_their_own_points_narrower_last(course, tmp_path):
+    from torchgrade.overrides import Overrides
+    from torchgrade.results import read_grade, results_document
+
+    (tmp_path / "overrides.yaml").write_text(
+        "- student: bob\n  points: 1\n  reason: whole\n"
+        "- student: bob\n  check: 'tensors.one_hot: infers the number of classes [cpu]'\n  verdict: passed\n  reason: one check\n")
+    decisions = Overrides.load(tmp_path, course, ["bob"])
+    grade = decisions.apply(_grade(course), "dir:1")
+    scores = [t.score for t in grade.tests]
+    assert scores == pytest.approx([0.4, 0.3, 1.5])  # the whole set to 1 of 5 (each check a fifth), then one check full
+    assert [t.automatic for t in grade.tests] == [2.0, 0.0, 0.0]
+    assert [a["scope"] for a in grade.adjustments] == ["the whole submission",
+                                                       "check 'tensors.one_hot: infers the number of classes [cpu]'"]
+    # read back from the instructor's copy: torchgrade's own scores, ready for the decisions to apply anew
+    back = read_grade(results_document(grade, course, instructor=True))
+    assert [t.score for t in back.tests] == [2.0, 0.0, 0.0] and back.output == ""
+    assert [t.score for t in decisions.apply(back, "dir:1").tests] == pytest.approx(scores)
+    assert decisions.apply(_grade(course), "dir:2").adjustments[0]["review"].startswith("the submission changed")
+
+
+def test_a_decision_for_a_check_the_submission_does_not_have_is_flagged_not_applied(course, tmp_path):
+    from torchgrade.overrides import Overrides
+
+    (tmp_path / "overrides.yaml").write_text(
+        "- student: bob\n  check: 'tensors.one_hot: a check renamed since [cpu]'\n  verdict: passed\n  reason: r\n")
+    grade = Overrides.load(tmp_path, course, ["bob"]).apply(_grade(course), None)
+    assert grade.score == 2.0 and grade.adjustments[0]["review"].startswith("it covers no graded check")
