@@ -229,9 +229,29 @@ def overview(assignment, tmp_path_factory) -> Path:
                  for j, t in enumerate(assignment.targets)]
         assign_points(tests, assignment)
         grades.append(Grade(name, tests, devices=["cpu"]))
+    grades[1].adjustments = [{"scope": "target tensors.view", "reason": "shown working in the lab", "automatic": 0.0,
+                              "points": 4.0, "max_score": 4.0, "review": "the submission changed since this decision"}]
     folder = tmp_path_factory.mktemp("class")
+    (folder / "similarity.html").write_text("")  # the index links to it
     write_class_pages(grades, assignment, folder)
     return folder / "index.html"
+
+
+@pytest.fixture(scope="module")
+def similarity(assignment, tmp_path_factory) -> Path:
+    """The similarity page of a class: near-copies of the reference (renamed, reformatted) and the stubs."""
+    from near_copies import near_copy
+
+    from torchgrade import similarity as sim
+
+    names = tuple(e.name for e in assignment.exercises)
+    reference = sim.modules(assignment.reference_dir, names)
+    students = {f"student-{i}": {m: near_copy(text, seed=i) for m, text in reference.items()} for i in range(2)}
+    students["a-student-with-a-very-long-submission-folder-name_12345_67890"] = sim.modules(assignment.stubs_dir, names)
+    report = sim.analyse(students, assignment, {"reference": reference})
+    path = tmp_path_factory.mktemp("similarity") / sim.PAGE
+    path.write_text(sim.render(report, assignment, {name: f"{name}/report.html" for name in students}, most=12))
+    return path
 
 
 def _open(browser, path: Path, width: int = 1100) -> None:
@@ -240,7 +260,7 @@ def _open(browser, path: Path, width: int = 1100) -> None:
     browser.wait_for("Page.loadEventFired")
 
 
-@pytest.mark.parametrize("page", ["report", "overview"])
+@pytest.mark.parametrize("page", ["report", "overview", "similarity"])
 def test_the_pages_fit_a_390_pixel_phone(browser, page, request):
     _open(browser, request.getfixturevalue(page), PHONE)
     browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
@@ -278,7 +298,7 @@ def test_the_students_table_sorts_from_the_keyboard(browser, overview):
 @pytest.mark.skipif(not AXE.is_file(), reason=f"axe-core is not installed at {AXE} (.ci/run installs it: npm install "
                                               "--prefix .ci/node axe-core)")
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("page", ["report", "overview"])
+@pytest.mark.parametrize("page", ["report", "overview", "similarity"])
 def test_axe_finds_no_serious_accessibility_violation(browser, page, scheme, request):
     browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
     _open(browser, request.getfixturevalue(page))

@@ -186,9 +186,33 @@ def student_folder(out: Path, name: str) -> Path:
     return folder
 
 
-def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
+#: The most of one module's text kept for `torchgrade similarity` (a module larger than this is cut).
+MAX_KEPT_CODE = 1 << 20
+
+
+def kept_code(submission: Submission, assignment: Assignment) -> dict[str, str]:
+    """The submission's exercise modules as text, for DIR/<submission>/instructor/code/ (torchgrade/similarity.py);
+    nothing where it cannot be staged (its grade says why)."""
+    names = tuple(e.name for e in assignment.exercises)
+    code = {}
+    try:
+        with staged(submission, names) as stage:
+            for name in names:
+                path = stage.folder / f"{name}.py"
+                if path.is_file() and not path.is_symlink():
+                    with open(path, "rb") as f:
+                        code[name] = f.read(MAX_KEPT_CODE).decode("utf-8", errors="replace")
+    except (SubmissionUnreadable, OSError):
+        return {}
+    return code
+
+
+def write_outputs(grade: Grade, assignment: Assignment, out: Path, code: dict[str, str] | None = None) -> None:
     """DIR/<submission>/results.json and report.html, both or neither: written into a hidden folder
-    first, then put in place by a rename (no name of a student starts with a dot)."""
+    first, then put in place by a rename (no name of a student starts with a dot). `code`: the student's
+    modules, kept in the instructor's folder (None: keep those already there)."""
+    from .similarity import CODE_FOLDER
+
     folder = student_folder(out, grade.submission)
     partial, old = out / f".{grade.submission}.partial", out / f".{grade.submission}.old"
     with writing(out, {str(partial): str(folder)}):
@@ -203,6 +227,13 @@ def write_outputs(grade: Grade, assignment: Assignment, out: Path) -> None:
             private.mkdir(mode=0o700)
             write_results(grade, assignment, private / "results.json", instructor=True)
             write_report(grade, assignment, private / "report.html", instructor=True)
+            before = folder / INSTRUCTOR_FOLDER / CODE_FOLDER
+            if code is None and before.is_dir() and not before.is_symlink():
+                shutil.copytree(before, private / CODE_FOLDER, symlinks=True)
+            elif code:
+                (private / CODE_FOLDER).mkdir()
+                for name, text in code.items():
+                    write_atomic(private / CODE_FOLDER / f"{name}.py", text)
             shutil.rmtree(old, ignore_errors=True)
             if folder.exists():
                 os.rename(folder, old)
@@ -226,10 +257,13 @@ def write_class_pages(grades: list[Grade], assignment: Assignment, out: Path) ->
     """DIR/index.html (class overview), DIR/grades.csv (gradebook) and DIR/junit.xml (for CI)."""
     from .overview import render_index
 
+    from .similarity import PAGE
+
     grades = sorted(grades, key=lambda g: g.submission)
     links = {g.submission: report_link(g.submission) for g in grades}
+    similarity = PAGE if (out / PAGE).is_file() else None
     with writing(out):
-        write_atomic(out / "index.html", render_index(grades, assignment, links))
+        write_atomic(out / "index.html", render_index(grades, assignment, links, similarity))
         write_atomic(out / "grades.csv", grades_csv(grades, assignment))
         write_atomic(out / "junit.xml", junit_xml(grades))
 
@@ -293,12 +327,18 @@ class BatchResult:
 def grade_class(submissions: list[Submission], assignment: Assignment, out: Path, *, executor=None,
                 device: str = "all", only: tuple[str, ...] = (), force: bool = False,
                 on_start: Callable[[int, int], None] | None = None,
-                on_grade: Callable[[Grade, Record], None] | None = None) -> BatchResult:
+                on_grade: Callable[[Grade, Record], None] | None = None, overrides=None) -> BatchResult:
     """Grade every submission not already graded into `out` (resumable), then write the class pages.
 
-    `on_start(to_grade, skipped)` and `on_grade(grade, record)` report progress.
+    `on_start(to_grade, skipped)` and `on_grade(grade, record)` report progress. The instructor's decisions
+    (`overrides`, default: DIR/overrides.yaml; torchgrade/overrides.py) are applied to every grade, new or
+    resumed, before anything of it is written.
     """
     from .executors.local import InProcess
+    from .overrides import Overrides
+
+    if overrides is None:
+        overrides = Overrides.load(out, assignment, [s.name for s in submissions])
 
     started = time.perf_counter()
     executor = executor or InProcess()
@@ -315,11 +355,17 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
         if record is not None and record.content == hashes[s.name] and record.grader == key \
                 and not record.content.startswith("unreadable:"):
             try:
-                done[s.name] = (load_grade(student_folder(out, s.name) / "results.json"), record)
-                result.skipped.append(s.name)
-                continue
+                grade = load_grade(student_folder(out, s.name) / "results.json")
             except Exception:  # noqa: BLE001  the record's files are gone or damaged: grade again
                 pass
+            else:
+                before = grade.adjustments
+                overrides.apply(grade, record.content)
+                if grade.adjustments != before:  # the decisions changed since: the student's pages follow
+                    write_outputs(grade, assignment, out)
+                done[s.name] = (grade, record)
+                result.skipped.append(s.name)
+                continue
         todo.append(s)
     if on_start:
         on_start(len(todo), len(result.skipped))
@@ -335,14 +381,17 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
             else:
                 grade = error_grade(s.name, assignment, GRADER_FAILED.format(why=outcome.why))
                 result.crashed.append(s.name)
+            overrides.apply(grade, hashes[s.name])
+            code = kept_code(s, assignment) if not s.refused else {}
             try:
-                write_outputs(grade, assignment, out)
+                write_outputs(grade, assignment, out, code)
             except (ValueError, TypeError, RecursionError) as e:  # (OSError: --out itself; OutputError says so)
                 # What this student's grade holds cannot be written: their error rows, and the class goes on.
                 grade = error_grade(s.name, assignment, GRADER_FAILED.format(
                     why=f"the results could not be written ({type(e).__name__}: {shown(str(e))[:300]})"))
                 result.crashed.append(s.name)
-                write_outputs(grade, assignment, out)
+                overrides.apply(grade, hashes[s.name])
+                write_outputs(grade, assignment, out, code)
             record = _record(s.name, hashes[s.name], key, grade)
             with writing(out):
                 ledger.append(record)
@@ -354,6 +403,7 @@ def grade_class(submissions: list[Submission], assignment: Assignment, out: Path
     result.records = [done[s.name][1] for s in submissions]
     with writing(out):
         ledger.rewrite(result.records)
+        overrides.remember()
     result.grades = [done[s.name][0] for s in submissions]
     if len(result.grades) > 1:
         write_class_pages(result.grades, assignment, out)

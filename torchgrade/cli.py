@@ -357,6 +357,12 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     submissions = found.submissions
     for note in found.notes:
         click.echo(f"torchgrade: note: {note}", err=True)
+    from .overrides import Overrides, OverridesError
+
+    try:  # the instructor's decisions, checked against the whole class (every shard) before anything runs
+        decisions = Overrides.load(out, assignment, [s.name for s in submissions])
+    except OverridesError as e:
+        _fail(str(e))
     if executor == "dask":
         from .executors.dask import available
 
@@ -389,7 +395,8 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
             click.echo(PROCESS_WARNING, err=True)
         with locked(out):
             result = grade_class(submissions, assignment, out, executor=make_executor(executor, jobs, scheduler),
-                                 device=device, force=force, on_start=bar.start, on_grade=bar.graded)
+                                 device=device, force=force, on_start=bar.start, on_grade=bar.graded,
+                                 overrides=decisions)
     except (GradingError, OutputBusy, OutputError) as e:
         bar.close()
         _fail(str(e))
@@ -419,8 +426,9 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
 @click.option("--private", is_flag=True, help=PRIVATE_HELP)
 def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, private: bool) -> None:
     """Combine the output folders of `torchgrade grade --shard i/n` runs into one class report."""
-    from .batch import OutputBusy, locked, write_class_pages
+    from .batch import OutputBusy, locked, write_class_pages, write_outputs
     from .ledger import Ledger
+    from .overrides import Overrides, OverridesError
     from .results import set_private
     from .shards import MergeError, merge as merge_shards
 
@@ -431,9 +439,19 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
     for folder in shards:  # before anything is written
         if not Ledger(folder).path.is_file():
             _fail(f"{folder}: no {Ledger(folder).path.name} (not a folder written by `torchgrade grade`)")
+    try:  # the instructor's decisions (OUT/overrides.yaml), checked against the whole class before anything is written
+        decisions = Overrides.load(out, assignment, {name for folder in shards for name in Ledger(folder).load()})
+    except OverridesError as e:
+        _fail(str(e))
     try:
         with locked(out):
             grades, records = merge_shards(list(shards), out)
+            for grade, record in zip(grades, records):
+                before = grade.adjustments
+                decisions.apply(grade, record.content)
+                if grade.adjustments != before:  # the shard's pages predate the decisions
+                    write_outputs(grade, assignment, out)
+            decisions.remember()
             write_class_pages(grades, assignment, out)
     except (MergeError, OutputBusy) as e:
         _fail(str(e))
@@ -443,8 +461,9 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
 @main.command()
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("dist"),
               show_default=True, help="Where to write autograder.zip.")
-@click.option("--device", type=click.Choice(["cpu", "all"]), default="cpu", show_default=True,
-              help="Devices the autograder grades on (Gradescope's machines have no GPU).")
+@click.option("--device", type=click.Choice(["cpu", "all"]), default="all", show_default=True,
+              help="Devices the autograder grades on. Gradescope's machines have no GPU: with `all` the CUDA checks "
+                   "follow the course's cuda_standin, as `check`, `grade` and the bundle do (one score on every path).")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     """Build a Gradescope autograder (OUT/autograder.zip) for this course.
@@ -467,7 +486,7 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @main.command(hidden=True)
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="cpu")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="all")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 @click.option("--secret", "secrets", multiple=True, type=click.Path(path_type=Path),
               help="A file or folder the sandbox user must not read (besides the course's reference, checks "
@@ -475,11 +494,14 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 @click.option("--protect", "protected", multiple=True, type=click.Path(path_type=Path),
               help="A file or folder the sandbox user must not write (besides results.json's folder and the engine).")
 @click.option("--smoke", is_flag=True, help="Exit 1 unless every check passed (the build's test on the reference).")
+@click.option("--metadata", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Gradescope's submission_metadata.json, for the course's submission_limit.")
 @click.option("--reference-outcomes", "outcomes", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="A folder where the reference's outcomes are recorded once (by the build's test) and reused "
                    "(torchgrade/refcache.py).")
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
-              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None) -> None:
+              secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None,
+              metadata: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
     from . import gradescope
 
@@ -488,7 +510,8 @@ def autograde(submission: Path, results_path: Path, device: str, assignment_path
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
     engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
     sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
-                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes))
+                                  [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes,
+                                  metadata=metadata))
 
 
 @main.command()
@@ -516,7 +539,7 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
     if lms == "moodle" and roster is None:
         _fail("moodle needs --roster (Moodle's download names carry no user ID Moodle can import by)")
     try:
-        grades = graded_class(graded)
+        grades = graded_class(graded, assignment)  # with the instructor's decisions (GRADED/overrides.yaml)
         rows = read_roster(roster) if roster else None
         text, matching = (canvas_csv if lms == "canvas" else moodle_csv)(grades, assignment, rows, column)
     except LMSError as e:
@@ -530,6 +553,47 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
         click.echo(f"unmatched: {name}: {why}", err=True)
     if matching.unmatched:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("graded", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--known", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A folder of known solutions (last term's, from the web): each subfolder one source, compared "
+                   "with every student as the reference is.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="List pairs at least this similar (0 to 1; default 0.6).")
+@click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
+def similarity(graded: Path, known: Path | None, threshold: float | None, assignment_path: str | None) -> None:
+    """Rank pairs of students with similar code, target by target: GRADED/similarity.html (after `grade`).
+
+    Renaming and reformatting do not hide a copy; the stub's code is left out; the reference and --known
+    are compared with every student. See docs/class-grading.md.
+    """
+    from . import similarity as sim
+    from .batch import report_link, write_class_pages
+    from .lms import LMSError, graded_class
+    from .results import write_atomic
+
+    assignment = _assignment(assignment_path)
+    names = tuple(e.name for e in assignment.exercises)
+    students = sim.class_code(graded, names)
+    if not any(students.values()):
+        _fail(f"{graded}: no student code kept there (grade the class with this torchgrade version first: "
+              f"`torchgrade grade ... --out {graded}`)")
+    sources = {"reference": sim.modules(assignment.reference_dir, names)}
+    if known is not None:
+        sources.update(sim.known_sources(known, names))
+    report = sim.analyse(students, assignment, sources, sim.THRESHOLD if threshold is None else threshold)
+    write_atomic(graded / sim.PAGE, sim.render(report, assignment, {name: report_link(name) for name in students}))
+    try:
+        grades = graded_class(graded, assignment)
+    except LMSError as e:  # the page is written; the index cannot be
+        click.echo(f"torchgrade: note: index.html not rewritten: {e}", err=True)
+        grades = []
+    if len(grades) > 1:
+        write_class_pages(grades, assignment, graded)  # index.html links to the new page
+    click.echo(f"wrote {graded / sim.PAGE}: {report.count} pair(s) at {report.threshold:.0%} or more, "
+               f"{len(students)} student(s), {len(sources)} source(s)")
 
 
 @main.command()

@@ -10,11 +10,14 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .notebook import SKIP_TAG, NotebookRules
+
+if TYPE_CHECKING:
+    from .submission_limits import Limit
 
 ASSIGNMENT_FILE = "assignment.yaml"
 VISIBILITIES = ("visible", "hidden")
@@ -77,6 +80,8 @@ class Assignment:
     cuda_standin: str = "off"
     #: What the course says about notebooks handed in for its modules (docs/notebooks.md).
     notebooks: NotebookRules = NotebookRules()
+    #: How many submissions the Gradescope autograder counts per period or due date (None: all of them).
+    submission_limit: Limit | None = None
     #: The course's hints {(target or exercise, kind): {lang: text}} and words for its probes' facts.
     hints: dict = field(default_factory=dict, hash=False, compare=False)
     facts: dict = field(default_factory=dict, hash=False, compare=False)
@@ -107,7 +112,7 @@ class Assignment:
         raise KeyError(f"{exercise}.{name}")
 
 
-# Every key the file may use, with its help text (documented in README; a test keeps them in sync).
+# Every key the file may use, with its help text (documented in docs/authoring.md, section 10; a test keeps them in sync).
 TOP_KEYS = {
     "title": "A title for reports.",
     "reference": "Folder of reference solutions, relative to the file (trusted; never shown to students).",
@@ -121,6 +126,8 @@ TOP_KEYS = {
     "gradescope_isolation": "Weakest sandbox a Gradescope autograder grades in: unprivileged-user (default), bwrap, or process (opt-in).",
     "cuda_standin": "Without CUDA, CUDA checks run on the CUDA stand-in: score (they count, as on a GPU), warn "
                     "(their findings are warnings, no points), off (set aside, the default).",
+    "submission_limit": "Gradescope: at most {count: N, per: 24h} counted submissions (per: 30m, 24h, 7d, or "
+                        "due_date); over it, the last counted score is kept (docs/exports.md).",
     "exercises": "One entry per student module: title, visibility, time_limit, targets.",
     "notebooks": "Notebooks handed in for the modules: file (one notebook holding every exercise), skip_tag "
                  "(cells left out of grading; default skip-grading). See docs/notebooks.md.",
@@ -261,6 +268,7 @@ def load_assignment(path: str | Path | None = None) -> Assignment:
         gradescope_isolation=gradescope_isolation,
         cuda_standin=_choice(data.get("cuda_standin", "off"), STANDIN_POLICIES, path, "cuda_standin"),
         notebooks=_notebooks(data.get("notebooks", {}), path),
+        submission_limit=_limit(data.get("submission_limit"), path),
         hints=hints,
         facts=facts,
     )
@@ -291,3 +299,13 @@ def _notebooks(value: Any, path: Path) -> NotebookRules:
     if not isinstance(tag, str) or not tag.strip():
         raise ConfigError(f"{_where(path, 'notebooks', 'skip_tag')}: expected a cell tag, got {tag!r}")
     return NotebookRules(file=file, skip_tag=tag.strip())
+def _limit(value: Any, path: Path):
+    """The course's submission_limit (torchgrade/submission_limits.py), or None."""
+    from .submission_limits import LimitError, parse
+
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except LimitError as e:
+        raise ConfigError(f"{_where(path, 'submission_limit')}: {e}") from None

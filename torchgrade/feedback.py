@@ -136,6 +136,13 @@ class SubmissionView:
     def failures(self) -> list[CheckView]:
         return [c for e in self.exercises for tv in e.targets for c in tv.failures]
 
+    @property
+    def adjusted(self) -> list[str]:
+        """"adjusted by the instructor: <reason>" per decision (the instructor's view: both scores, any flag)."""
+        from .results import adjustment_lines
+
+        return adjustment_lines(self.grade, instructor=self.instructor)
+
 
 def split_hint(output: str) -> tuple[str, str]:
     """A failure message and the hint at its end (see torchgrade/differential.py), apart."""

@@ -56,7 +56,8 @@ mkdir -p "$ROOT/results" && chmod 0755 "$ROOT/results"
 #: What `torchgrade autograde` is told besides the course: what the sandbox user must not read, or write.
 AUTOGRADE_ARGS = """--assignment "$SOURCE/{course}/assignment.yaml" --device {device} \\
   --reference-outcomes "$ROOT/{outcomes}" --secret "$ROOT/{outcomes}" \\
-  --secret "$ROOT/submission_metadata.json" --protect "$SOURCE" --protect "$ROOT/submission\""""
+  --secret "$ROOT/submission_metadata.json" --metadata "$ROOT/submission_metadata.json" \\
+  --protect "$SOURCE" --protect "$ROOT/submission\""""
 #: Where the reference's outcomes, recorded by the build's test, are kept (root's only: they may hold the
 #: answers of hidden checks' inputs).
 OUTCOMES = "reference-outcomes"
@@ -203,7 +204,7 @@ def _torch_version() -> str:
     return torch.__version__.split("+")[0]
 
 
-def stage(assignment: Assignment, folder: Path, device: str = "cpu") -> list[str]:
+def stage(assignment: Assignment, folder: Path, device: str = "all") -> list[str]:
     """Write the autograder's files into folder (what the zip holds); return their relative paths."""
     from . import __version__
 
@@ -235,7 +236,7 @@ def stage(assignment: Assignment, folder: Path, device: str = "cpu") -> list[str
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
-def build(assignment: Assignment, out: Path, device: str = "cpu") -> Built:
+def build(assignment: Assignment, out: Path, device: str = "all") -> Built:
     """DIR/autograder.zip: setup.sh and run_autograder at its root, the engine and the course beside them."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="torchgrade-gradescope-") as tmp:
@@ -439,8 +440,27 @@ def _say(line: str) -> None:
     click.echo(line)
 
 
+def _limit(assignment: Assignment, metadata: Path | None):
+    """(verdict, note) of the course's submission limit for this submission (torchgrade/submission_limits.py):
+    no verdict where there is no limit, or the metadata cannot be read (then the note says so)."""
+    from . import submission_limits as limits
+
+    limit = assignment.submission_limit
+    if limit is None:
+        return None, ""
+    try:
+        if metadata is None or not metadata.is_file():
+            raise ValueError("is missing")
+        return limits.decide(limit, limits.read_metadata(metadata)), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        why = str(e) if str(e) == "is missing" else f"cannot be read ({type(e).__name__}: {e})"
+        return None, (f"Note: the submission limit ({limit}) was not applied: Gradescope's submission_metadata.json "
+                      f"{why}; this submission was graded and counts.")
+
+
 def autograde(submission: Path, results_path: Path, device: str, assignment: Assignment, secrets: list[Path],
-              protected: list[Path], smoke: bool = False, outcomes: Path | None = None) -> int:
+              protected: list[Path], smoke: bool = False, outcomes: Path | None = None,
+              metadata: Path | None = None) -> int:
     """Grade one Gradescope submission into results_path; the exit status.
 
     Fail closed: a score-0 results.json is written before anything else, and replaced only once the
@@ -448,13 +468,15 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
     is dead. A grader stopped on the way leaves the score-0 one, never one the student's code wrote
     (at the levels Gradescope accepts by default, the student's code cannot write there at all).
     `smoke`: the build's test (setup.sh grades the reference): exit 1 unless every check passed.
+    `metadata`: Gradescope's submission_metadata.json, for the course's submission_limit: a submission over
+    it is not graded and keeps the last counted one's results (torchgrade/submission_limits.py).
     """
     import sys
 
     from . import __version__, refcache
     from .batch import grade_one
     from .grading import GradingError
-    from .results import write_results
+    from .results import results_document
     from .sandbox import host, isolation
     from .submissions import Submission
 
@@ -463,6 +485,15 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
     if outcomes is not None:  # root's only before the proof, which checks that the sandbox user cannot read it
         outcomes.mkdir(parents=True, exist_ok=True)
         outcomes.chmod(0o700)
+    verdict, limit_note = _limit(assignment, metadata) if not smoke else (None, "")
+    if verdict is not None and not verdict.counted:  # before any student code: nothing of it runs
+        from .submission_limits import over_limit_document
+
+        document = over_limit_document(verdict, assignment.submission_limit,
+                                       placeholder(assignment, "not graded: over the submission limit"))
+        write_document(results_path, document)
+        _say(document["output"].splitlines()[0])
+        return 0
     user = isolation.sandbox_user()
     try:
         level = prove_level(assignment, secrets, [results_path.parent, *protected])
@@ -489,8 +520,16 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
         left = sweep(user if level != "process" else None)
     if left:
         _say(f"killed {left} process(es) the submission left behind")
-    grade.output = "\n".join(part for part in (head, grade.output) if part)
-    write_results(grade, assignment, results_path)
+    counted = ""
+    if verdict is not None:
+        counted = f"Counted submission {verdict.used} of {assignment.submission_limit}."
+    grade.output = "\n".join(part for part in (head, counted, limit_note, grade.output) if part)
+    document = results_document(grade, assignment)
+    if verdict is not None:  # so that later counts see this one counted
+        from .submission_limits import counted_mark
+
+        document["extra_data"]["submission_limit"] = counted_mark(verdict, assignment.submission_limit)
+    write_document(results_path, document)
     _say(f"graded {found}: {grade.score:g} / {grade.max_score:g} (isolation: {grade.isolation})")
     if smoke and grade.score < grade.max_score:
         failed = [t for t in grade.tests if t.status in ("failed", "error")]

@@ -194,6 +194,8 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "CUDA checks: graded on the CUDA stand-in, not a GPU (cuda_standin: {policy}); device facts on cuda "
               "come from the stand-in, values from the CPU",
         "zh": "CUDA 检查：由 CUDA 替身评测，而非 GPU（cuda_standin: {policy}）；cuda 上的设备信息来自替身，数值来自 CPU"},
+    "adjusted": {"en": "adjusted by the instructor: {reason}", "zh": "教师已调整：{reason}"},
+    "adjusted_scope": {"en": "{scope}: {points} of {max_score} points", "zh": "{scope}：{points} / {max_score} 分"},
     "grader_error": {"en": "grader error (not your fault; please report it): {error}",
                      "zh": "评测程序出错（不是你的问题，请报告）：{error}"},
     # bounds.py and the student's copy of a grade (results.py)

@@ -229,12 +229,15 @@ def moodle_csv(grades: list[Grade], assignment: Assignment, roster: list[dict[st
     return buffer.getvalue(), matching
 
 
-def graded_class(out: Path) -> list[Grade]:
-    """Every grade in a `torchgrade grade` output folder (those its ledger lists, or every */results.json)."""
+def graded_class(out: Path, assignment: Assignment | None = None) -> list[Grade]:
+    """Every grade in a `torchgrade grade` output folder (those its ledger lists, or every */results.json);
+    with `assignment`, with the instructor's decisions in its overrides.yaml applied (torchgrade/overrides.py)."""
     from .exports import load_grade
     from .ledger import Ledger
+    from .overrides import Overrides, OverridesError
 
-    names = sorted(Ledger(out).load()) or sorted(p.parent.name for p in Path(out).glob("*/results.json"))
+    records = Ledger(out).load()
+    names = sorted(records) or sorted(p.parent.name for p in Path(out).glob("*/results.json"))
     if not names:
         raise LMSError(f"{out}: no graded submissions (not a folder written by `torchgrade grade`)")
     grades = []
@@ -243,4 +246,12 @@ def graded_class(out: Path) -> list[Grade]:
             grades.append(load_grade(Path(out) / name / "results.json"))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise LMSError(f"{Path(out) / name / 'results.json'}: cannot read it ({e})") from None
+    if assignment is not None:
+        try:
+            decisions = Overrides.load(out, assignment, names)
+        except OverridesError as e:
+            raise LMSError(str(e)) from None
+        for grade in grades:
+            record = records.get(grade.submission)
+            decisions.apply(grade, record.content if record else None)
     return grades

@@ -106,8 +106,9 @@ def standin_policies(grades: list[Grade]) -> list[tuple[str, int]]:
     return sorted(Counter(g.standin for g in grades if g.standin).items())
 
 
-def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, str]) -> str:
-    """The class overview page (index.html)."""
+def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, str],
+                 similarity: str | None = None) -> str:
+    """The class overview page (index.html); `similarity`: the link to the similarity report, if there is one."""
     summary = class_summary(grades)
     per_exercise = {g.submission: exercise_scores(g, assignment) for g in grades}
     errors = defaultdict(int, {g.submission: sum(t.status == "error" for t in g.tests) for g in grades})
@@ -117,4 +118,5 @@ def render_index(grades: list[Grade], assignment: Assignment, links: dict[str, s
         exercises=exercise_analysis(grades, assignment), items=item_analysis(grades),
         per_exercise=per_exercise, errors=errors, devices=devices(grades), standin=standin_policies(grades),
         standin_line=lambda policy: t("standin_graded", "en", policy=policy),  # (the page is in English)
-        exercise_names=[e.name for e in assignment.exercises])
+        exercise_names=[e.name for e in assignment.exercises],
+        adjusted=[g for g in grades if g.adjustments], similarity=similarity)

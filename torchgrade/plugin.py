@@ -95,7 +95,8 @@ class GradingState:
         #: Without CUDA, the CUDA checks run on the stand-in ("score", "warn") or are set aside ("off"):
         #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
         policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin
-        self.standin = policy if policy in ("score", "warn") and not torch.cuda.is_available() else ""
+        self.standin = policy if policy in ("score", "warn") and not torch.cuda.is_available() \
+            and device in ("all", "cuda") else ""  # (--device cpu grades no CUDA check, on the stand-in or not)
         #: The modules made from notebooks: their messages name the notebook's cells (torchgrade.notebook).
         self.cells = cell_maps(submission, assignment)
 

@@ -50,14 +50,43 @@ def skip_summary(skipped: list[CheckResult]) -> str:
                      sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _check_data(t: CheckResult, instructor: bool = True) -> dict[str, Any]:
+def _check_data(t: CheckResult, instructor: bool = False) -> dict[str, Any]:
     data = {"exercise": t.exercise, "target": t.target, "device": t.device, "outcome": t.status,
             "nodeid": t.nodeid, "duration": t.duration, "forbidden": t.forbidden}
     if not instructor and t.visibility != "visible":  # how long the code took on a hidden input says of the input
         del data["duration"]
     if t.standin:  # a device fact from the CUDA stand-in, not a GPU
         data["standin"] = True
+    if t.adjusted:  # an instructor's decision (torchgrade/overrides.py): torchgrade's own score in their copy
+        data["adjusted"] = t.adjusted
+        if instructor and t.automatic is not None:
+            data["automatic_score"] = t.automatic
     return data
+
+
+def _adjusted_line(reason: str) -> str:
+    from .i18n import t as words
+
+    return words("adjusted", reason=reason)
+
+
+def adjustment_lines(grade: Grade, *, instructor: bool = False) -> list[str]:
+    """One line per instructor's decision on this grade; the instructor's also give torchgrade's score and any flag."""
+    from .i18n import t as words
+    from .report import _fmt
+
+    lines = []
+    for a in grade.adjustments:
+        line = _adjusted_line(a["reason"])
+        if a.get("points") is not None:
+            line += " (" + words("adjusted_scope", scope=a["scope"], points=_fmt(a["points"]),
+                                 max_score=_fmt(a["max_score"])) + ")"
+        if instructor and a.get("automatic") is not None:
+            line += f" [automatic: {_fmt(a['automatic'])}]"
+        if instructor and a.get("review"):
+            line += f" [review: {a['review']}]"
+        lines.append(line)
+    return lines
 
 
 def _student_output(t: CheckResult) -> str:
@@ -84,14 +113,17 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
             "status": "passed" if t.status == "passed" else "failed",
             "score": t.score,
             "max_score": t.max_score,
-            "output": t.output if instructor else _student_output(t),
+            "output": "\n".join(part for part in (_adjusted_line(t.adjusted) if t.adjusted else "",
+                                                   t.output if instructor else _student_output(t)) if part),
             "output_format": "text",  # student text is never rendered as HTML or Markdown
             "extra_data": _check_data(t, instructor),
         })
     if not instructor:  # what the student's copy may say of each set-aside check
         skipped = [dataclasses.replace(t, output=_student_output(t)) for t in skipped]
     summary = skip_summary(skipped)
-    output = "\n".join(part for part in (grade.output, summary) if part)
+    output = "\n".join(part for part in (*adjustment_lines(grade, instructor=instructor), grade.output, summary) if part)
+    adjustments = [a if instructor else {k: a[k] for k in ("scope", "reason", "points", "max_score")}
+                   for a in grade.adjustments]
     return {
         "score": grade.score,
         "execution_time": grade.execution_time,
@@ -102,6 +134,7 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
             "devices": grade.devices, "assignment": assignment.title, "version": __version__,
             "cuda_standin": grade.standin or None,
             "copy": "instructor" if instructor else "student",
+            **({"adjustments": adjustments} if adjustments else {}),
             **({"hidden_output": grade.hidden_output} if instructor else {}),
             "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
             # Where each stood among the checks, so that a grade read back lists them in the same order.
@@ -120,6 +153,10 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
     tests = []
 
     def result(name, visibility, output, score, max_score, extra) -> CheckResult:
+        if extra.get("adjusted"):  # read back as torchgrade graded it: overrides are applied anew (overrides.py)
+            score = extra.get("automatic_score", score)
+            line = _adjusted_line(extra["adjusted"])
+            output = output[len(line):].lstrip("\n") if output.startswith(line) else output
         return CheckResult(nodeid=extra.get("nodeid", name), name=name, exercise=extra.get("exercise", ""),
                            target=extra.get("target", ""), device=extra.get("device"),
                            visibility="visible" if visibility == "visible" else "hidden",
@@ -139,11 +176,14 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
     summary = skip_summary(skipped)
     if summary and output.endswith(summary):
         output = output[: -len(summary)].rstrip("\n")
+    adjustments = list(meta.get("adjustments", []))
+    if adjustments:  # the lines adjustment_lines wrote come first, one per decision
+        output = "\n".join(output.split("\n")[len(adjustments):])
     return Grade(submission=meta.get("submission", default_name), tests=everything,
                  execution_time=float(data.get("execution_time", 0.0)), output=output,
                  devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"),
                  standin=meta.get("cuda_standin") or "",
-                 hidden_output=meta.get("hidden_output", ""))
+                 hidden_output=meta.get("hidden_output", ""), adjustments=adjustments)
 
 
 def write_atomic(path: Path, text: str) -> None:

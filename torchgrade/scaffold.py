@@ -14,7 +14,7 @@ from .authoring import generate_stubs
 FILES: dict[str, str] = {
     "assignment.yaml": '''\
 # The assignment: what is graded, what each target is worth, what it may not call.
-# Keys: torchgrade's README, "The assignment file". Paths are relative to this file.
+# Keys: torchgrade's docs/authoring.md, "The assignment file: every key". Paths are relative to this file.
 title: {title}
 reference: reference          # solutions with solution markers (never shown to students)
 stubs: exercises              # generated from reference/ by `torchgrade stubs`

@@ -29,6 +29,9 @@ class CheckResult:
     max_score: float = 0.0
     #: Graded on the CUDA stand-in (a CUDA check on a machine without CUDA), not on a GPU.
     standin: bool = False
+    #: Where an instructor's decision set `score` (torchgrade/overrides.py): torchgrade's own score, and the reason.
+    automatic: float | None = None
+    adjusted: str = ""
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Grade:
     standin: str = ""
     #: What the submission printed once hidden checks had begun: the instructor's only (results.py).
     hidden_output: str = ""
+    #: The instructor's decisions applied to this grade (torchgrade/overrides.py; results.json's extra_data).
+    adjustments: list[dict] = field(default_factory=list)
 
     @property
     def score(self) -> float:
