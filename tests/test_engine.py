@@ -94,3 +94,22 @@ def test_a_missing_name_costs_only_that_target(grade):
     g = grade(only=("tensors",), replace={"tensors": [("def gather(", "def gather_renamed(")]})
     assert lost_targets(g) == {"tensors.gather"}
     assert "tensors.py defines no `gather`" in failures(g, "tensors.gather")[0]
+
+
+def test_a_broken_pytest_plugin_installed_beside_torchgrade_does_not_stop_grading(tmp_path):
+    """A student's environment may hold any pytest plugin (platformdirs registers one); the course's checks
+    need torchgrade's alone, so one that fails to import is not loaded."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "broken_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "broken_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
+    (site / "broken_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nbroken = broken_plugin\n")
+    (site / "broken_plugin.py").write_text("raise ImportError('this plugin is broken')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "torchgrade.cli", "check", "tensors.broadcast_shape", "--path",
+                           "reference", "--device", "cpu", "--report", str(tmp_path / "report")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and "100%" in done.stdout, done.stdout + done.stderr[-2000:]

@@ -19,7 +19,7 @@ from torchgrade.batch import grade_class, write_class_pages
 from torchgrade.config import load_assignment
 from torchgrade.exports import grades_csv, junit_xml, load_grade
 from torchgrade.overview import histogram, item_analysis
-from torchgrade.results import results_document, write_results
+from torchgrade.results import INSTRUCTOR_FOLDER, results_document, write_results
 from torchgrade.scoring import CheckResult, Grade
 
 from tiny_course import copy_class, make_course, student
@@ -194,7 +194,10 @@ def test_the_schema_rejects_what_gradescope_rejects(course):
 def test_a_grade_read_back_from_results_json_is_the_grade_written(course, tmp_path):
     grade = every_outcome()
     write_results(grade, course, tmp_path / "ann" / "results.json")
-    back = load_grade(tmp_path / "ann" / "results.json")
+    if any(t.visibility != "visible" for t in grade.tests):  # the student's copy keeps nothing of hidden checks
+        assert load_grade(tmp_path / "ann" / "results.json") != grade  # but their names, verdicts and points
+    write_results(grade, course, tmp_path / "ann" / INSTRUCTOR_FOLDER / "results.json", instructor=True)
+    back = load_grade(tmp_path / "ann" / "results.json")  # (as `grade` writes them: the instructor's copy beside)
     assert back == grade  # every field of every check (order, outcomes, durations, skipped ones) and the output
     # so a resumed or merged run's class files are byte for byte those of a fresh run
     assert grades_csv([back], course) == grades_csv([grade], course)

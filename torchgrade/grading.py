@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -48,6 +50,22 @@ def check_dirs(assignment: Assignment, include_hidden: bool) -> list[Path]:
     return dirs
 
 
+@contextlib.contextmanager
+def own_plugins_only() -> Iterator[None]:
+    """A course's checks need torchgrade's plugin alone (checks.ini loads it): the pytest plugins installed
+    beside it (a student's pytest-asyncio, the one platformdirs registers) are not loaded, so one that is
+    broken, or changes how tests run, cannot stop or change grading."""
+    saved = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved
+
+
 def grade_submission(submission: Path, assignment: Assignment, *, device: str = "all",
                      include_hidden: bool = True, only: tuple[str, ...] = (), stop_first: bool = False) -> Grade:
     """Run the checks against one submission folder and return its scored grade."""
@@ -61,7 +79,7 @@ def grade_submission(submission: Path, assignment: Assignment, *, device: str = 
         args.append("-x")
     collector = _Collector(assignment.checks_dir)
     log = io.StringIO()
-    with contextlib.redirect_stdout(log):
+    with contextlib.redirect_stdout(log), own_plugins_only():
         code = pytest.main(args, plugins=[collector])
     if collector.collect_error is not None:
         raise GradingError(collector.collect_error)

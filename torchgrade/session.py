@@ -27,7 +27,7 @@ from _pytest.config import _prepareconfig
 
 from . import plugin
 from .config import Assignment
-from .grading import CHECKS_INI, GradingError, check_dirs
+from .grading import CHECKS_INI, GradingError, check_dirs, own_plugins_only
 from .scoring import Grade
 
 
@@ -81,7 +81,8 @@ class CheckSession:
             return
         errors = _CollectErrors(self.assignment.checks_dir)
         try:
-            config = _prepareconfig(self._args(), [errors])
+            with own_plugins_only():
+                config = _prepareconfig(self._args(), [errors])
         except (pytest.UsageError, SystemExit) as e:
             raise GradingError(f"the checks could not be configured: {e}") from None
         # Failure text comes from the plugin; "no" keeps pytest from parsing the source of every

@@ -2,8 +2,9 @@
 
 Linux keeps keys (``add_key``, ``keyctl``: reachable with ctypes) in keyrings the kernel holds per
 user: the user keyring (``@u``) and the user-session keyring (``@us``) live as long as the uid has
-any process or key, so a key that one submission's code adds there is readable by the next
-submission's, and outlives torchgrade. Session, process and thread keyrings go with their processes.
+any process or key, and the persistent keyring (``KEYCTL_GET_PERSISTENT``) for days after its last
+process, so a key that one submission's code adds there is readable by the next submission's, and
+outlives torchgrade. Session, process and thread keyrings go with their processes.
 
 - ``clear``: empty both keyrings of the calling process's uid. The zygote calls it, as the sandbox
   user, in the child that removes that user's IPC objects (zygote.clean_ipc), before and after each
@@ -25,10 +26,10 @@ import sys
 
 #: (add_key, keyctl) system call numbers per architecture.
 _SYSCALLS = {"x86_64": (248, 250), "aarch64": (217, 219), "arm64": (217, 219)}
+KEY_SPEC_PROCESS_KEYRING = -2
 KEY_SPEC_USER_KEYRING = -4
 KEY_SPEC_USER_SESSION_KEYRING = -5
-KEYCTL_CLEAR, KEYCTL_UNLINK, KEYCTL_READ = 7, 9, 11
-RINGS = (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING)
+KEYCTL_CLEAR, KEYCTL_UNLINK, KEYCTL_READ, KEYCTL_GET_PERSISTENT = 7, 9, 11, 22
 
 
 def _keyctl(*args: int | ctypes.Array) -> int:
@@ -56,9 +57,16 @@ def keys(ring: int) -> set[int]:
         size = n
 
 
+def rings() -> tuple[int, ...]:
+    """This uid's keyrings that outlive its processes: the user, user-session and persistent ones (the last,
+    where the kernel has it, lives on for days with no process of the uid at all)."""
+    persistent = _keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_PROCESS_KEYRING)
+    return (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING) + ((persistent,) if persistent > 0 else ())
+
+
 def clear() -> None:
-    """Empty the user and user-session keyrings of this process's uid."""
-    for ring in RINGS:
+    """Empty this uid's lasting keyrings."""
+    for ring in rings():
         _keyctl(KEYCTL_CLEAR, ring)
 
 
@@ -66,12 +74,12 @@ class Keys:
     """The keys of this uid's user keyrings now; `remove` unlinks those added since."""
 
     def __init__(self) -> None:
-        self.before = {ring: keys(ring) for ring in RINGS}
+        self.before = {ring: keys(ring) for ring in rings()}
 
     def remove(self) -> int:
         """Unlink what was added since; how many keys."""
         removed = 0
-        for ring in RINGS:
-            for serial in keys(ring) - self.before[ring]:
+        for ring in rings():
+            for serial in keys(ring) - self.before.get(ring, set()):
                 removed += _keyctl(KEYCTL_UNLINK, serial, ring) == 0
         return removed
