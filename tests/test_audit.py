@@ -479,3 +479,52 @@ def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tm
     assert "return n + 1" not in made  # `other` is not f's
     assert not any("if n" in after or "raise" in after or "ValueError" in after for after in made)  # outside the markers
     assert made["return _helper(n) / 2"] == "arith"
+
+
+# --- a check that measures nothing (its reference raises what it does not expect) ---
+
+# `scales_by_minus_one` gives a negative factor without saying it is about the ValueError; `scales_by_a_cpu_factor`
+# multiplies a CUDA x by a CPU factor of one dimension: the reference raises on CUDA (the stand-in) only.
+NOTHING = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("scale")
+def test_scales_by_minus_one(check):
+    check(torch.tensor([1.0, 2.0]), -1)
+
+
+@pytest.mark.target("scale")
+def test_raises_value_error_for_a_negative_factor(check):
+    check(torch.tensor([1.0, 2.0]), -2)
+
+
+@pytest.mark.target("scale")
+def test_scales_by_a_cpu_factor(check, device):
+    check(torch.tensor([1.0, 2.0], device=device), torch.tensor([2.0]))
+'''
+
+
+def test_a_check_whose_reference_raises_what_it_does_not_expect_is_the_courses_mistake(tmp_path):
+    """Whatever a student writes, such a check compares two exceptions: `check --path reference` and `audit`
+    report it with the device and the error; a check whose name says it raises is left alone."""
+    course = make_course(tmp_path, visible=NOTHING, hidden="", targets="      scale: 2")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    text = course.read_text().replace("time_limit: 10", "time_limit: 10\ncuda_standin: score")
+    course.write_text(text)
+    result = CliRunner().invoke(main, ["check", "--assignment", str(course), "--path", str(tmp_path / "reference"),
+                                       "-v", "--report", str(tmp_path / "out")], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert ("the reference raises ValueError on cpu (factor must not be negative), and this check does not expect "
+            "an exception") in said
+    assert "the reference raises RuntimeError on cuda (the CUDA stand-in) (Expected all tensors to be on the same " \
+           "device" in said
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    statuses = {t["name"].split(": ")[-1]: t["status"] for t in data["tests"]}
+    assert statuses["raises value error for a negative factor"] == "passed"
+    assert statuses["scales by minus one"] != "passed"
+    result = CliRunner().invoke(main, ["audit", "--assignment", str(course)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "the reference fails its own check" in result.stderr and "measures nothing" in result.stderr

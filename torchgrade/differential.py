@@ -386,6 +386,21 @@ def _standin_note(mismatch: comparison.Mismatch, raised: dict | None, reply: dic
     return "\n" + "\n".join(lines)
 
 
+#: A check's name that says it is about an exception.
+_EXCEPTION_WORDS = re.compile(r"(^|_)(raises?|raising|refuses?|rejects?|errors?|exceptions?|fails?)(_|$)")
+
+
+def measures_nothing(raised: dict, request: dict, on_standin: bool) -> str:
+    """The course mistake of a check whose reference raises what the check does not expect: whatever the
+    student's code does, the check compares two exceptions (or passes them alike), so it measures nothing."""
+    devices = sorted({d.type for d in _devices_in(request)} - {"cpu"}) or ["cpu"]  # (the check's device)
+    where = "/".join(devices) + (" (the CUDA stand-in)" if on_standin else "")
+    message = comparison.clip(" ".join(str(raised.get("message") or "").split()), 300)
+    return (f"the reference raises {raised.get('__raised__')} on {where} ({message}), and this check does not "
+            f"expect an exception (no accept= or like=, and its name does not say it raises): it measures "
+            f"nothing. Change its inputs, or say which exception it is about")
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
@@ -451,6 +466,9 @@ class Differential:
         if "standin_unsupported" in outcome:
             pytest.skip(t("standin_set_aside", reason=outcome["standin_unsupported"]))
         expected = outcome["value"]
+        unexpected = _first_raised(expected)
+        if unexpected is not None and not self.expects_exception(accept, like):
+            raise GraderError(measures_nothing(unexpected, request, self.standin))
         if _reference_only:  # recording for a bundle: no student here (see `recording`)
             return expected, wire.decode(wire.encode(expected))
         reply = self._student_reply(request, call, expected, accept, like)
@@ -463,6 +481,11 @@ class Differential:
         except bounds.BudgetExceeded:
             raise CheckFailed(f"{call}\n{t('budget_exceeded', seconds=f'{bounds.CHECK_SECONDS:g}')}") from None
         return expected, value
+
+    def expects_exception(self, accept: tuple[str, ...], like: str | None) -> bool:
+        """Whether this check is about an exception: it names the types it accepts or the op that raises
+        too (`accept`, `like`), or its name says so ("raises ...", "refuses ...", "... error")."""
+        return bool(accept) or like is not None or bool(_EXCEPTION_WORDS.search(self.check or ""))
 
     def _compare(self, expected: Any, reply: dict, call: str, **how: Any) -> None:
         __tracebackhide__ = True
