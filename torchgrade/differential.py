@@ -68,6 +68,9 @@ _recorded: dict[Path, dict[str, dict]] = {}
 _recording: dict[str, dict[str, dict]] | None = None
 _reference_only = False
 RECORDING_FORMAT = 1
+#: While an audit grades the reference: each CPU request a check sends, as (exercise.target, wire frame), for
+#: the audit's own search around the checks' inputs (torchgrade/verification.py).
+captured: list[tuple[str, bytes]] | None = None
 
 
 def load_reference(path: Path) -> ModuleType:
@@ -460,6 +463,8 @@ class Differential:
             raise GraderError(t("unknown_probe", probe=probe, near=t("did_you_mean", name=near[0]) if near else ""))
         kwargs, options = kwargs or {}, options or {}
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
+        if captured is not None and not self.standin and all(d.type == "cpu" for d in _devices_in(request)):
+            captured.append((self.target.qualname, wire.encode(request)))
         call = t("called", call=self.describe_call(args, kwargs))
         outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
                                     self.target.name, request, on_standin=self.standin)
