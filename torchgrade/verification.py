@@ -126,6 +126,18 @@ def _tensor_variants(t: Any) -> Iterator[tuple[str, Any]]:
         if 1 in v.shape:
             stride = [odd if n == 1 else s for n, s in zip(v.shape, v.stride())]
             yield f"its size-1 dims with stride {odd}", v.as_strided(v.shape, stride, v.storage_offset())
+    if v.numel() and (v.is_floating_point() or v.dtype in (torch.int64, torch.int32)):
+        g = torch.Generator().manual_seed(v.numel())
+        if v.is_floating_point():  # other values: each half from -2 to 2 (0 and ±1 among them), and a random draw
+            n = v.numel()
+            others = [torch.arange(k * n, (k + 1) * n, dtype=torch.float64).remainder(9).sub(4).div(2)
+                      for k in range(-(-9 // n))] + [torch.randn(n, generator=g) * 3]
+        else:
+            others = [torch.randint(-1, max(2, int(v.max()) + 2), (v.numel(),), generator=g)]
+        for i, values in enumerate(others):
+            made = v.clone()
+            made.copy_(values.reshape(v.shape).to(v.dtype))
+            yield f"other values ({i + 1})", made
     if v.is_floating_point():
         for dtype in (torch.float64, torch.float16, torch.bfloat16):
             if dtype != v.dtype:
