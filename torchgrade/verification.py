@@ -304,6 +304,8 @@ def _facts(value: Any, inputs: list, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [type(value).__name__] + [_facts(v, inputs, depth + 1) for v in value]
     if isinstance(value, dict):
+        if "__raised__" in value:  # an exception a probe reports: its type (the message's words are free)
+            return {"raised": value["__raised__"]}
         return {str(k): _facts(v, inputs, depth + 1) for k, v in value.items()}
     if isinstance(value, (int, float, str, bool, type(None), complex, torch.dtype, torch.device)):
         return value
