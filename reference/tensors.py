@@ -397,7 +397,8 @@ def scatter_(target, dim, index, src):
     Everything is validated before anything is written, so on error ``target`` is unchanged:
     ``IndexError`` for ``dim`` out of range; ``RuntimeError`` for an index dtype other than
     int64/int32, a ``src`` of another dtype, mismatched ranks or sizes, and an index value outside
-    ``[0, target.size(dim))`` ("index 3 is out of bounds for dimension 0 with size 3").
+    ``[0, target.size(dim))`` ("index 3 is out of bounds for dimension 0 with size 3"); for an index
+    value outside that range ``IndexError``, which indexing raises there, counts as well.
 
     Example::
 
@@ -477,7 +478,8 @@ def gather(x, dim, index):
     ``index`` gives an empty result of ``index``'s shape without further checks.
 
     Raises ``IndexError`` for ``dim`` out of range and ``RuntimeError`` for another index dtype,
-    mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``.
+    mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``; for an index value
+    outside that range ``IndexError``, which indexing raises there, counts as well.
 
     Example::
 
