@@ -168,3 +168,4 @@ def test_infers_the_number_of_classes_when_given_minus_one(check, device):
 @pytest.mark.target("one_hot")
 def test_keeps_the_shape_of_2d_labels(check, device):
     check(torch.tensor([[0, 1], [4, 2]], device=device), 5)
+
