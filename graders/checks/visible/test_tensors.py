@@ -247,6 +247,8 @@ SCATTER_ERRORS = {
                                        torch.ones(1, 1, 1, device=d)), ()),
     "src-of-another-dtype": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[0]], device=d),
                                         torch.ones(3, 4, dtype=torch.float64, device=d)), ()),
+    "a-0-dim-src-against-a-2-d-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[0]], device=d),
+                                                  torch.arange(3.0, device=d)[2]), ()),
     "src-of-another-dtype-and-an-empty-index": (lambda d: (torch.zeros(3, 4, device=d), 0,
                                                            torch.zeros(0, dtype=torch.long, device=d),
                                                            torch.ones(3, dtype=torch.float64, device=d)), ()),
