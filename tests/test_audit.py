@@ -591,3 +591,19 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     assert "unverified mark" in said and "cannot run the search" in said
     assert "2 equivalence mark(s) tried: 0 verified, 2 unverified, 0 overturned" in said
     assert found.clean is False
+
+
+def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstring_word_for_word():
+    """A mark that says a mutant differs only outside the contract names the input and the sentence that puts
+    it outside; the audit accepts it only where the target's docstring has that sentence."""
+    from torchgrade.audit import _docstring, load_equivalents
+    from torchgrade.config import load_assignment
+
+    assignment = load_assignment(Path(__file__).resolve().parent.parent / "assignment.yaml")
+    marks, _ = load_equivalents(assignment)
+    cited = [(target, e) for target, entries in marks.items() for e in entries if "outside_contract" in e]
+    assert len(cited) >= 10
+    for target, entry in cited:
+        exercise, name = target.split(".")
+        assert entry["input"].strip()
+        assert " ".join(entry["outside_contract"].split()) in _docstring(assignment.reference_dir / f"{exercise}.py", name)

@@ -18,8 +18,9 @@ of ints) made -1, 0, 1, or moved by one; a float made 0 or negative. They are de
 requests, in the same order, on every run; at most `LIMIT` per target (the checks' own first, the
 rest picked with the audit's seed).
 
-It cannot run, and a mark stays "unverified", for a target whose checks send no request on the CPU or
-only requests of probes it cannot run here (the data-parallel ones start processes of their own).
+It cannot run, and a mark stays "unverified", for a target whose checks send no request on the CPU (all
+of them CUDA-only, or skipped), or only requests of probes listed in `UNSUPPORTED_PROBES` (none now: the
+data-parallel probes start their ranks from the worker as from a grading process).
 
 The mutants run in a worker process of their own (``python -m torchgrade.verification``), not in the
 sandbox: they are the course's own reference with one mechanical change, as a course's tests run it.
@@ -50,8 +51,8 @@ LIMIT = 600
 CALL_SECONDS = 5.0
 #: The worker may take this long per marked mutant (and per target, for the reference) before it is stopped.
 MUTANT_SECONDS = 120.0
-#: Probes the search cannot run here: they start processes of their own.
-UNSUPPORTED_PROBES = ("ddp_average", "ddp_broadcast", "ddp_train", "ddp_wrap")
+#: Probes the search cannot run (a mark of a target whose checks ask only for these stays unverified).
+UNSUPPORTED_PROBES: tuple[str, ...] = ()
 #: Probes whose target is called with the request's arguments: the search calls it directly, seeing more.
 DIRECT_PROBES = ("call", "call_with_grad", "view", "inplace")
 
@@ -488,7 +489,7 @@ def verify(assignment: Any, marked: dict[str, list[tuple[str, str]]], requests_d
         usable = [p for p in probes if p not in UNSUPPORTED_PROBES]
         if not usable:
             why = ("no check of it sends a request on the CPU" if not probes else
-                   f"its checks ask only for {', '.join(probes)}, which start processes of their own")
+                   f"its checks ask only for {', '.join(probes)}, which it cannot run")
             for ident, _ in mutants:
                 results[(qualname, ident)] = Verdict("unverified", f"cannot run the search: {why}")
             continue
