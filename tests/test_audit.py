@@ -584,6 +584,12 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
                      "return torch.where(x > 1, x, torch.zeros_like(x))": ("survived", "overturned")}
     assert {m["verdict"] for m in relu["mutants"] if m["after"] == "x = x - 0"} == {"survived"}
+    from torchgrade.audit import write_page
+
+    write_page(found, tmp_path / "page.html")
+    page = (tmp_path / "page.html").read_text()
+    assert "marks verified (0 unverified, 1 overturned)" in page and "mark verified" in page
+    assert "marked equivalent, but the audit&#39;s search tells it apart" in page
     monkeypatch.setattr("torchgrade.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
