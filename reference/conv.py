@@ -317,7 +317,8 @@ def pool2d(X, pool_size, mode="max", stride=1, padding=0):
     sizes that are not ints or pairs, ``pool_size < 1``, ``stride < 1``, ``padding < 0``, padding
     larger than half the pool size (PyTorch: "pad should be at most half of effective kernel
     size"), ``X`` with fewer than 2 dims, and an output size below 1; for these ``RuntimeError``,
-    which ``F.max_pool2d`` / ``F.avg_pool2d`` raise, counts as well.
+    which ``F.max_pool2d`` / ``F.avg_pool2d`` raise, counts as well, and for a size that is not an
+    int ``TypeError``, which they raise there, counts too.
 
     Example::
 

@@ -319,7 +319,9 @@ def broadcast_to(x, shape):
     ``storage_offset`` with ``x`` and is differentiable (the gradient sums over broadcast dims).
 
     Raises ``RuntimeError`` when ``shape`` has fewer dims than ``x``, when a size differs from a
-    non-1 size of ``x``, for ``-1`` in a new leading dim, and for any other negative size.
+    non-1 size of ``x``, for ``-1`` in a new leading dim, and for any other negative size. A shape
+    with a size 0 before a negative size is not graded (``torch.broadcast_to`` returns a malformed
+    tensor there).
 
     Example::
 
@@ -391,13 +393,16 @@ def scatter_(target, dim, index, src):
     same number of dims as ``target`` and ``src`` (a 0-dim tensor counts as 1-dim), with
     ``index.size(d) <= target.size(d)`` for ``d != dim`` and ``index.size(d) <= src.size(d)`` for
     every ``d``; only the leading ``index.shape`` block of ``src`` is used. An empty ``index`` writes
-    nothing. Which value wins when ``index`` repeats a position is unspecified (as in PyTorch).
+    nothing, whatever its number of dims (this wins over the rule on dims above), but a ``src`` of
+    another dtype still raises there (as in PyTorch). Which value wins when ``index`` repeats a
+    position is unspecified (as in PyTorch).
     Differentiable with respect to ``target`` (when it is not a leaf) and ``src``.
 
     Everything is validated before anything is written, so on error ``target`` is unchanged:
     ``IndexError`` for ``dim`` out of range; ``RuntimeError`` for an index dtype other than
     int64/int32, a ``src`` of another dtype, mismatched ranks or sizes, and an index value outside
-    ``[0, target.size(dim))`` ("index 3 is out of bounds for dimension 0 with size 3").
+    ``[0, target.size(dim))`` ("index 3 is out of bounds for dimension 0 with size 3"); for an index
+    value outside that range ``IndexError``, which indexing raises there, counts as well.
 
     Example::
 
@@ -477,7 +482,8 @@ def gather(x, dim, index):
     ``index`` gives an empty result of ``index``'s shape without further checks.
 
     Raises ``IndexError`` for ``dim`` out of range and ``RuntimeError`` for another index dtype,
-    mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``.
+    mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``; for an index value
+    outside that range ``IndexError``, which indexing raises there, counts as well.
 
     Example::
 

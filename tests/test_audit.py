@@ -224,10 +224,11 @@ def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a
     """))
     data = audited("--assignment", course)
     scale = by_target(data)["ops.scale"]
-    assert scale["equivalent"] == 2 and scale["survived"] == 4
-    marked = {m["after"]: m["reason"] for m in scale["mutants"] if m["verdict"] == "equivalent"}
-    assert marked == {"if factor <= 0:": "scaling by zero gives zeros either way (for this test)",
-                      "if factor < 1:": "marked by its change instead of its id (for this test)"}
+    # both marks are false (a factor of 0 raises in both mutants): the audit's search overturns them
+    assert scale["equivalent"] == 0 and scale["survived"] == 6 and scale["marks_overturned"] == 2
+    overturned = {m["after"]: m["evidence"] for m in scale["mutants"] if m["mark"] == "overturned"}
+    assert set(overturned) == {"if factor <= 0:", "if factor < 1:"}
+    assert all("the reference returns, the mutant raises ValueError" in e and "= 0" in e for e in overturned.values())
     notes = "\n".join(data["notes"])
     assert "ops.gone is not a target of this course" in notes
     assert "no mutant matches '0123abcd'" in notes
@@ -479,3 +480,136 @@ def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tm
     assert "return n + 1" not in made  # `other` is not f's
     assert not any("if n" in after or "raise" in after or "ValueError" in after for after in made)  # outside the markers
     assert made["return _helper(n) / 2"] == "arith"
+
+
+# --- a check that measures nothing (its reference raises what it does not expect) ---
+
+# `scales_by_minus_one` gives a negative factor without saying it is about the ValueError; `scales_by_a_cpu_factor`
+# multiplies a CUDA x by a CPU factor of one dimension: the reference raises on CUDA (the stand-in) only.
+NOTHING = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("scale")
+def test_scales_by_minus_one(check):
+    check(torch.tensor([1.0, 2.0]), -1)
+
+
+@pytest.mark.target("scale")
+def test_raises_value_error_for_a_negative_factor(check):
+    check(torch.tensor([1.0, 2.0]), -2)
+
+
+@pytest.mark.target("scale")
+def test_scales_by_a_cpu_factor(check, device):
+    check(torch.tensor([1.0, 2.0], device=device), torch.tensor([2.0]))
+'''
+
+
+def test_a_check_whose_reference_raises_what_it_does_not_expect_is_the_courses_mistake(tmp_path):
+    """Whatever a student writes, such a check compares two exceptions: `check --path reference` and `audit`
+    report it with the device and the error; a check whose name says it raises is left alone."""
+    course = make_course(tmp_path, visible=NOTHING, hidden="", targets="      scale: 2")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    text = course.read_text().replace("time_limit: 10", "time_limit: 10\ncuda_standin: score")
+    course.write_text(text)
+    result = CliRunner().invoke(main, ["check", "--assignment", str(course), "--path", str(tmp_path / "reference"),
+                                       "-v", "--report", str(tmp_path / "out")], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert ("the reference raises ValueError on cpu (factor must not be negative), and this check does not expect "
+            "an exception") in said
+    assert "the reference raises RuntimeError on cuda (the CUDA stand-in) (Expected all tensors to be on the same " \
+           "device" in said
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    statuses = {t["name"].split(": ")[-1]: t["status"] for t in data["tests"]}
+    assert statuses["raises value error for a negative factor"] == "passed"
+    assert statuses["scales by minus one"] != "passed"
+    result = CliRunner().invoke(main, ["audit", "--assignment", str(course)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "the reference fails its own check" in result.stderr and "measures nothing" in result.stderr
+
+
+# --- marks verified by the audit's own search ---
+
+RELU = '''\
+import torch
+
+
+def relu(x):
+    """``max(x, 0)`` elementwise, in x's dtype."""
+    # BEGIN SOLUTION
+    x = x + 0
+    x = x + 0
+    return torch.where(x > 0, x, torch.zeros_like(x))
+    # END SOLUTION
+'''
+
+RELU_CHECKS = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("relu")
+def test_zeroes_the_negative_entries(check):
+    check(torch.tensor([-1.0, 2.0]))
+'''
+
+
+def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeypatch):
+    """A true mark is verified; a false one is overturned, with the input that shows it; a mark the search
+    cannot try stays unverified (the audit is not clean); a mark that matches two mutants marks neither."""
+    course = make_course(tmp_path, reference=RELU, visible=RELU_CHECKS, hidden="", targets="      relu: 1")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    ids = {m.after: m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", "relu")}
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(textwrap.dedent(f"""\
+        ops.relu:
+          - mutant: {ids["return torch.where(x >= 0, x, torch.zeros_like(x))"]}
+            reason: at 0 both give 0
+          - mutant: {ids["return torch.where(x > 1, x, torch.zeros_like(x))"]}
+            reason: false on purpose (between 0 and 1 they differ)
+          - mutant: "x = x + 0  →  x = x - 0"
+            reason: matches the mutants of two lines
+    """))
+    from torchgrade.audit import lines, run_audit
+    from torchgrade.config import load_assignment
+
+    found = run_audit(load_assignment(course), device="cpu")
+    said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
+    assert "note: equivalent-mutants.yaml: ops.relu: 'x = x + 0  →  x = x - 0' matches 2 mutants" in said
+    assert "marks: 1 verified, 0 unverified, 1 overturned" in said
+    assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in said
+    marks = {m["after"]: (m["verdict"], m["mark"]) for m in relu["mutants"] if m["mark"]}
+    assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
+                     "return torch.where(x > 1, x, torch.zeros_like(x))": ("survived", "overturned")}
+    assert {m["verdict"] for m in relu["mutants"] if m["after"] == "x = x - 0"} == {"survived"}
+    from torchgrade.audit import write_page
+
+    write_page(found, tmp_path / "page.html")
+    page = (tmp_path / "page.html").read_text()
+    assert "marks verified (0 unverified, 1 overturned)" in page and "mark verified" in page
+    assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in page
+    monkeypatch.setattr("torchgrade.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
+    found = run_audit(load_assignment(course), device="cpu")
+    said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
+    assert relu["marks_unverified"] == 2 and relu["marks_verified"] == relu["marks_overturned"] == 0
+    assert "unverified mark" in said and "cannot run the search" in said
+    assert "2 equivalence mark(s) tried: 0 verified, 2 unverified, 0 overturned" in said
+    assert found.clean is False
+
+
+def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstring_word_for_word():
+    """A mark that says a mutant differs only outside the contract names the input and the sentence that puts
+    it outside; the audit accepts it only where the target's docstring has that sentence."""
+    from torchgrade.audit import _docstring, load_equivalents
+    from torchgrade.config import load_assignment
+
+    assignment = load_assignment(Path(__file__).resolve().parent.parent / "assignment.yaml")
+    marks, _ = load_equivalents(assignment)
+    cited = [(target, e) for target, entries in marks.items() for e in entries if "outside_contract" in e]
+    assert len(cited) >= 10
+    for target, entry in cited:
+        exercise, name = target.split(".")
+        assert entry["input"].strip()
+        assert " ".join(entry["outside_contract"].split()) in _docstring(assignment.reference_dir / f"{exercise}.py", name)

@@ -140,6 +140,53 @@ def test_modules_move_deep_copy_and_train_on_the_stand_in():
     assert on_gpu(train) == (True, True, True)
 
 
+@pytest.mark.parametrize("move", [
+    "m.to('cuda'); m.to(torch.float64)", "m.to(torch.float64); m.to('cuda')", "m.to('cuda', torch.float64)",
+    "m.to('cuda'); m.double()", "m.cuda(); m.to(dtype=torch.float64)", "m.to(torch.zeros(1, dtype=torch.float64, device='cuda'))",
+    "m.to('cuda', non_blocking=True); m.to(torch.float64, non_blocking=True)", "m.to('cuda'); m.half()"])
+def test_every_to_form_moves_and_converts_a_module_as_on_a_gpu(move):
+    """The parameters compute in the dtype they report, whatever the order of device and dtype: a stand-in
+    that kept float32 values behind a float64 parameter made the reference raise "mat1 and mat2 must have
+    the same dtype", and a check that every submission passed the same way."""
+    def run():
+        m = torch.nn.Linear(3, 2)
+        exec(move)
+        x = torch.ones(4, 3, dtype=m.weight.dtype, device="cuda")
+        y = m(x)
+        y.float().sum().backward()
+        return (m.weight.is_cuda, m.weight.dtype, standin.plain(m.weight).dtype, y.dtype, standin.plain(y).dtype,
+                m.weight.grad.dtype, standin.plain(m.weight.grad).dtype)
+    got = on_gpu(run)
+    assert not isinstance(got, Exception), got
+    dtype = torch.float16 if "half" in move else torch.float64
+    assert got == (True,) + (dtype,) * 6
+
+
+def test_data_assigned_across_devices_is_set_aside_not_scored():
+    with standin.active() as unsupported:
+        p = torch.nn.Parameter(torch.zeros(2, device="cuda"))
+        with pytest.raises(standin.Unsupported):
+            p.data = torch.ones(2)  # a GPU moves the parameter to the CPU: not modelled
+    assert unsupported and ".data =" in unsupported[0]
+
+
+def test_a_loader_iterated_under_inference_mode_works_as_on_a_gpu():
+    """A view of a normal tensor made under inference_mode is a normal tensor (the stand-in made it an
+    inference tensor, and torch raised "Cannot set version_counter for inference tensor" where a GPU does not)."""
+    def evaluate():
+        model = torch.nn.Linear(3, 2).to("cuda")
+        x, y = torch.ones(5, 3, device="cuda"), torch.zeros(5, dtype=torch.long, device="cuda")
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=2)
+        with torch.inference_mode():
+            hits = sum(int((model(a).argmax(1) == b).sum()) for a, b in loader)
+            inner = x[0].is_inference(), (x * 2).is_inference(), (x * 2)[0].is_inference()
+        return hits >= 0, inner
+    cpu_x = torch.ones(5, 3)
+    with torch.inference_mode():
+        on_cpu = cpu_x[0].is_inference(), (cpu_x * 2).is_inference(), (cpu_x * 2)[0].is_inference()
+    assert on_gpu(evaluate) == (True, on_cpu)
+
+
 def test_in_place_shape_changes_follow_and_what_cannot_be_modelled_is_recorded():
     with standin.active() as unsupported:
         x = torch.ones(2, 1, 3, device="cuda")

@@ -81,6 +81,8 @@ class AuditJob:
     limits: tuple[tuple[str, float], ...] = ()
     #: Where a pool's workers share the reference side of each target's checks (torchgrade.batch).
     recording_dir: str | None = None
+    #: Where the reference's round writes the requests its checks sent (``<target>.req``), for verification.
+    requests_dir: str | None = None
 
     def __call__(self, submission):
         from . import batch, plugin
@@ -101,7 +103,18 @@ class AuditJob:
                 state.assignment = _with_time_limit(state.assignment, qualname, limit)
             try:
                 if ident == "reference":  # every check: each must pass
-                    return session.grade(submission.source)
+                    from . import differential
+                    from .sandbox import wire
+
+                    differential.captured = []
+                    try:
+                        grade = session.grade(submission.source)
+                    finally:
+                        sent, differential.captured = differential.captured, None
+                    if self.requests_dir:
+                        frames = [frame for name, frame in sent if name == qualname]
+                        (Path(self.requests_dir) / f"{qualname}.req").write_bytes(wire.encode(frames))
+                    return grade
                 # The visible checks, all of them (their kill sets are compared); the hidden ones only
                 # where no visible check kills the mutant (whether one does is all that is reported).
                 grade = session.grade(submission.source, select=lambda item: plugin.visibility(item) == "visible")
@@ -134,12 +147,16 @@ class MutantResult:
     killed_by: list[str] = field(default_factory=list)  # check names
     how: str = ""  # "time limit" where a check ran out of time, "crashed" where the sandbox process died
     reason: str = ""  # an equivalent mutant's, or why a needs_cuda one needs more CUDA devices than were graded
+    #: A marked mutant's verification (torchgrade/verification.py): verified | outside the contract |
+    #: unverified | overturned (the search found an input that tells it apart: it is a survivor)
+    mark: str = ""
+    evidence: str = ""  # the input that shows a difference, or why the search could not run
 
     def as_dict(self) -> dict:
         m = self.mutant
         return {"id": m.id, "operator": m.operator, "file": m.file, "line": m.line, "before": m.before,
                 "after": m.after, "diff": m.diff, "verdict": self.verdict, "killed_by": self.killed_by,
-                "how": self.how, "reason": self.reason}
+                "how": self.how, "reason": self.reason, "mark": self.mark, "evidence": self.evidence}
 
 
 @dataclass
@@ -158,10 +175,13 @@ class TargetAudit:
 
     @property
     def figures(self) -> dict:
+        marks = [r.mark for r in self.results]
         return {"made": self.made, "graded": len(self.results), "killed_visible": self.count("visible"),
                 "killed_hidden_only": self.count("hidden"), "killed_crashed": self.count("crashed"),
                 "survived": self.count("survived"), "equivalent": self.count("equivalent"),
-                "needs_cuda": self.count("needs_cuda")}
+                "needs_cuda": self.count("needs_cuda"),
+                "marks_verified": marks.count("verified") + marks.count("outside the contract"),
+                "marks_unverified": marks.count("unverified"), "marks_overturned": marks.count("overturned")}
 
     @property
     def survivors(self) -> list[MutantResult]:
@@ -189,7 +209,7 @@ class Audit:
     @property
     def totals(self) -> dict:
         keys = ("made", "graded", "killed_visible", "killed_hidden_only", "killed_crashed", "survived", "equivalent",
-                "needs_cuda")
+                "needs_cuda", "marks_verified", "marks_unverified", "marks_overturned")
         return {k: sum(t.figures[k] for t in self.targets) for k in keys}
 
     @property
@@ -202,9 +222,9 @@ class Audit:
 
     @property
     def clean(self) -> bool:
-        """No survivor and no visible check that no mutant fails (the checks adding nothing are for the
-        author to look through: see the module's docstring)."""
-        return all(not t.survivors and not t.unmeasured for t in self.targets)
+        """No survivor, every mark verified, and no visible check that no mutant fails (the checks adding
+        nothing are for the author to look through: see the module's docstring)."""
+        return all(not t.survivors and not t.unmeasured and not t.figures["marks_unverified"] for t in self.targets)
 
     def as_dict(self) -> dict:
         return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
@@ -235,12 +255,17 @@ def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Pat
         raise AuditError(f"{path}: expected a mapping of exercise.target to a list of {{mutant, reason}}")
     for target, entries in data.items():
         if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and set(e) - {"needs_cuda_devices"} == {"mutant", "reason"}
+                isinstance(e, dict) and set(e) - {"needs_cuda_devices", "outside_contract", "input"} == {"mutant", "reason"}
                 and isinstance(e["mutant"], str) and isinstance(e["reason"], str) and e["reason"].strip()
-                and str(e.get("needs_cuda_devices", "1")).isdigit() for e in entries):
+                and str(e.get("needs_cuda_devices", "1")).isdigit()
+                and ("outside_contract" in e) == ("input" in e)
+                and all(isinstance(e.get(k, "x"), str) and e.get(k, "x").strip() for k in ("outside_contract", "input"))
+                for e in entries):
             raise AuditError(f"{path}: {target}: expected a list of entries, each with `mutant:` (its id, or its "
                              f"change as `before  →  after`), a one-line `reason:` and, for a mutant that only "
-                             f"CUDA devices can tell apart, `needs_cuda_devices:` (how many)")
+                             f"CUDA devices can tell apart, `needs_cuda_devices:` (how many); a mutant that differs "
+                             f"only outside the contract has both `input:` (the input that shows it) and "
+                             f"`outside_contract:` (the docstring's sentence that puts that input outside)")
     return data, path
 
 
@@ -323,11 +348,17 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             notes.append(f"{equivalent_path.name}: {qualname} is not a target of this course (a stale entry?)")
     everything = {t.qualname: make_mutants(assignment.reference_dir / f"{t.exercise}.py", t.exercise, t.name)
                   for t, _, _ in plan if t.qualname in equivalents}
+    ambiguous: list[dict] = []
     for qualname, entries in equivalents.items():
         for entry in entries if qualname in everything else ():
-            if not any(_matches(entry, m) for m in everything[qualname]):
+            matching = [m.id for m in everything[qualname] if _matches(entry, m)]
+            if not matching:
                 notes.append(f"{equivalent_path.name}: {qualname}: no mutant matches {entry['mutant']!r} "
                              f"(the reference changed? remove or update the entry)")
+            elif len(matching) > 1:  # it marks none of them: which one it means is not said
+                ambiguous.append(entry)
+                notes.append(f"{equivalent_path.name}: {qualname}: {entry['mutant']!r} matches {len(matching)} "
+                             f"mutants ({', '.join(matching)}): name each by its id")
 
     executor = make_executor("local", jobs)
     work = Path(tempfile.mkdtemp(prefix="torchgrade-audit-"))
@@ -335,8 +366,10 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
         recording_dir = str(work / "recordings") if jobs > 1 else None
         if recording_dir:
             Path(recording_dir).mkdir()
+        requests_dir = work / "requests"
+        requests_dir.mkdir()
         # 1. the reference, by each target's checks: every check must pass, or there is nothing to measure
-        job = AuditJob(str(assignment.path), device, (), recording_dir)
+        job = AuditJob(str(assignment.path), device, (), recording_dir, str(requests_dir))
         references = [Submission(f"{t.qualname}@reference", assignment.reference_dir) for t, _, _ in plan]
         limits = {}
         say(f"grading the reference ({len(references)} target(s))")
@@ -391,6 +424,20 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             verdict = "visible" if visible else "hidden" if hidden else "survived"
             results[mutant.id + mutant.target] = MutantResult(
                 mutant, verdict, sorted(set(visible or hidden)), how)
+        # 3. each marked survivor, against the reference, by the audit's own search (torchgrade/verification.py)
+        marked: dict[str, list[tuple[str, str]]] = {}
+        for target, mutants, _ in plan:
+            for m in mutants:
+                entry = _entry(equivalents, ambiguous, target.qualname, m)
+                if entry is not None and "needs_cuda_devices" not in entry \
+                        and results[m.id + m.target].verdict == "survived":
+                    marked.setdefault(target.qualname, []).append(
+                        (m.id, str(work / target.qualname / m.id / f"{target.exercise}.py")))
+        verdicts = {}
+        if marked:
+            from .verification import verify
+
+            verdicts = verify(assignment, marked, requests_dir, work, seed, say)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -398,7 +445,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
     for target, mutants, made in plan:
         rows = [results[m.id + m.target] for m in mutants]
         for row in rows:
-            entry = next((e for e in equivalents.get(target.qualname, ()) if _matches(e, row.mutant)), None)
+            entry = _entry(equivalents, ambiguous, target.qualname, row.mutant)
             needs = int(entry.get("needs_cuda_devices", 0)) if entry is not None else 0
             if needs and cuda_devices >= needs:
                 entry = None  # measurable here: graded as any other mutant
@@ -414,11 +461,54 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                     notes.append(f"{equivalent_path.name}: {target.qualname}: {row.mutant.id} is marked equivalent "
                                  f"but {', '.join(row.killed_by) or 'a check'} kills it: it is not equivalent")
                 else:
-                    row.verdict, row.reason = "equivalent", " ".join(entry["reason"].split())
+                    _judge_mark(row, entry, verdicts.get((target.qualname, row.mutant.id)),
+                                assignment.reference_dir / f"{target.exercise}.py", target.name)
         audit = TargetAudit(target.qualname, made, rows, list(checks[target.qualname].values()))
         _judge_checks(audit)
         audits.append(audit)
     return Audit(assignment.title, audits, seed, max_per_target, time.perf_counter() - started, notes)
+
+
+def _entry(equivalents: dict, ambiguous: list[dict], qualname: str, mutant: Mutant) -> dict | None:
+    """The mark of a mutant, if one names it (an entry that matches several mutants marks none)."""
+    return next((e for e in equivalents.get(qualname, ()) if _matches(e, mutant) and e not in ambiguous), None)
+
+
+def _docstring(path: Path, name: str) -> str:
+    """The target's docstring in the reference (its class's and its methods' for a class), words joined by one space."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    node = next((n for n in tree.body if getattr(n, "name", None) == name), None)
+    texts = [ast.get_docstring(n) or "" for n in ([node] + [m for m in getattr(node, "body", [])
+                                                          if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                                                   if node is not None else [])]
+    return " ".join(" ".join(texts).split())
+
+
+def _judge_mark(row: MutantResult, entry: dict, verdict, reference: Path, name: str) -> None:
+    """A marked survivor: equivalent only where the search verified it (or found a difference only outside
+    the contract, on the input the mark names, by a sentence the docstring has); a survivor where it found
+    an input that tells it apart; equivalent but unverified where the search could not run."""
+    reason = " ".join(entry["reason"].split())
+    if verdict is None or verdict.status == "unverified":
+        row.verdict, row.reason, row.mark = "equivalent", reason, "unverified"
+        row.evidence = verdict.evidence if verdict is not None else "the search did not run"
+    elif verdict.status == "verified":
+        row.verdict, row.reason, row.mark = "equivalent", reason, "verified"
+        row.evidence = f"no difference on {verdict.inputs} input(s)"
+    elif "outside_contract" in entry:
+        sentence = " ".join(entry["outside_contract"].split())
+        if sentence and sentence in _docstring(reference, name):
+            row.verdict, row.reason, row.mark = "equivalent", reason, "outside the contract"
+            row.evidence = (f"differs on {' '.join(entry['input'].split())}, outside the contract: \"{sentence}\" "
+                            f"(the search: {verdict.evidence})")
+        else:
+            row.mark, row.evidence = "overturned", (f"{verdict.evidence} (the mark's sentence \"{sentence}\" is not in "
+                                                    f"{name}'s docstring)")
+    else:
+        row.mark, row.evidence = "overturned", verdict.evidence
 
 
 #: Words of check names that say nothing about one behaviour of the code.
@@ -503,9 +593,17 @@ def lines(audit: Audit) -> list[str]:
                    f"{f['killed_hidden_only']} only by hidden checks, {f['killed_crashed']} crashed, "
                    f"{f['survived']} survived, {f['equivalent']} equivalent"
                    + (f", {f['needs_cuda']} need more CUDA devices than graded here" if f["needs_cuda"] else ""))
+        if f["marks_verified"] + f["marks_unverified"] + f["marks_overturned"]:
+            out.append(f"  marks: {f['marks_verified']} verified, {f['marks_unverified']} unverified, "
+                       f"{f['marks_overturned']} overturned")
         for r in t.results:
             if r.verdict == "survived":
                 out.append(f"  survived {r.mutant.id}  {r.mutant.diff}")
+                if r.mark == "overturned":
+                    out.append(f"    marked equivalent, but the audit's search tells it apart: {r.evidence}")
+        for r in t.results:
+            if r.mark == "unverified":
+                out.append(f"  unverified mark {r.mutant.id}  {r.mutant.diff}  ({r.evidence})")
         for r in t.results:
             if r.verdict == "needs_cuda":
                 out.append(f"  needs CUDA {r.mutant.id}  {r.mutant.diff}  ({r.reason})")
@@ -531,6 +629,10 @@ def lines(audit: Audit) -> list[str]:
                f"{total['survived']} survived, {total['equivalent']} equivalent"
                + (f", {total['needs_cuda']} need more CUDA devices than graded here" if total["needs_cuda"] else "")
                + (f"; {score:.0%} of the non-equivalent ones killed" if score is not None else ""))
+    marks = total["marks_verified"] + total["marks_unverified"] + total["marks_overturned"]
+    if marks:
+        out.append(f"{marks} equivalence mark(s) tried: {total['marks_verified']} verified, {total['marks_unverified']} "
+                   f"unverified, {total['marks_overturned']} overturned (now survivors)")
     return out
 
 

@@ -723,10 +723,13 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     TARGETS are exercises (tensors) or targets (tensors.view); none: all. Per target: the mutants
     made, killed by a visible check, killed only by hidden checks, and each survivor as a one-line
     diff; and the visible checks no mutant fails or that add nothing over another. Mark equivalent
-    mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md).
+    mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md): each mark
+    is verified by a search of the audit's own around the checks' inputs, and one it tells apart is
+    a survivor again.
 
-    Exit status: 0 when every non-equivalent mutant is killed and every visible check kills one,
-    1 otherwise, 2 when the audit cannot run (a reference that fails its own checks).
+    Exit status: 0 when every non-equivalent mutant is killed, every mark verified and every visible
+    check kills one, 1 otherwise, 2 when the audit cannot run (a reference that fails its own checks,
+    or a check whose reference raises what it does not expect).
     """
     import json
 

@@ -68,6 +68,9 @@ _recorded: dict[Path, dict[str, dict]] = {}
 _recording: dict[str, dict[str, dict]] | None = None
 _reference_only = False
 RECORDING_FORMAT = 1
+#: While an audit grades the reference: each CPU request a check sends, as (exercise.target, wire frame), for
+#: the audit's own search around the checks' inputs (torchgrade/verification.py).
+captured: list[tuple[str, bytes]] | None = None
 
 
 def load_reference(path: Path) -> ModuleType:
@@ -388,6 +391,21 @@ def _standin_note(mismatch: comparison.Mismatch, raised: dict | None, reply: dic
     return "\n" + "\n".join(lines)
 
 
+#: A check's name that says it is about an exception.
+_EXCEPTION_WORDS = re.compile(r"(^|_)(raises?|raising|refuses?|rejects?|errors?|exceptions?|fails?)(_|$)")
+
+
+def measures_nothing(raised: dict, request: dict, on_standin: bool) -> str:
+    """The course mistake of a check whose reference raises what the check does not expect: whatever the
+    student's code does, the check compares two exceptions (or passes them alike), so it measures nothing."""
+    devices = sorted({d.type for d in _devices_in(request)} - {"cpu"}) or ["cpu"]  # (the check's device)
+    where = "/".join(devices) + (" (the CUDA stand-in)" if on_standin else "")
+    message = comparison.clip(" ".join(str(raised.get("message") or "").split()), 300)
+    return (f"the reference raises {raised.get('__raised__')} on {where} ({message}), and this check does not "
+            f"expect an exception (no accept= or like=, and its name does not say it raises): it measures "
+            f"nothing. Change its inputs, or say which exception it is about")
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
@@ -447,12 +465,17 @@ class Differential:
             raise GraderError(t("unknown_probe", probe=probe, near=t("did_you_mean", name=near[0]) if near else ""))
         kwargs, options = kwargs or {}, options or {}
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
+        if captured is not None and not self.standin and all(d.type == "cpu" for d in _devices_in(request)):
+            captured.append((self.target.qualname, wire.encode(request)))
         call = t("called", call=self.describe_call(args, kwargs))
         outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
                                     self.target.name, request, on_standin=self.standin)
         if "standin_unsupported" in outcome:
             pytest.skip(t("standin_set_aside", reason=outcome["standin_unsupported"]))
         expected = outcome["value"]
+        unexpected = _first_raised(expected)
+        if unexpected is not None and not self.expects_exception(accept, like):
+            raise GraderError(measures_nothing(unexpected, request, self.standin))
         if _reference_only:  # recording for a bundle: no student here (see `recording`)
             return expected, wire.decode(wire.encode(expected))
         reply = self._student_reply(request, call, expected, accept, like)
@@ -466,6 +489,11 @@ class Differential:
         except bounds.BudgetExceeded:
             raise CheckFailed(f"{call}\n{t('budget_exceeded', seconds=f'{bounds.CHECK_SECONDS:g}')}") from None
         return expected, value
+
+    def expects_exception(self, accept: tuple[str, ...], like: str | None) -> bool:
+        """Whether this check is about an exception: it names the types it accepts or the op that raises
+        too (`accept`, `like`), or its name says so ("raises ...", "refuses ...", "... error")."""
+        return bool(accept) or like is not None or bool(_EXCEPTION_WORDS.search(self.check or ""))
 
     def _compare(self, expected: Any, reply: dict, call: str, **how: Any) -> None:
         __tracebackhide__ = True

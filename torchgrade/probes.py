@@ -45,7 +45,11 @@ def reference_page() -> str:
              "runs the target once on the reference (trusted) and once on the student's code (sandbox); the",
              "plain data it returns is compared. `options` are the probe's own keyword arguments below. A course",
              "adds probes of its own in its probes folder (`from torchgrade.probes import probe, Target, tensor`;",
-             "see docs/authoring.md); `torchgrade probes` lists the built-in ones and the course's.", ""]
+             "see docs/authoring.md); `torchgrade probes` lists the built-in ones and the course's.", "",
+             "A check measures something: where the reference's outcome holds an exception, the check must say",
+             "it is about one (`accept=`, `like=`, or a name that says it raises, refuses or errors); otherwise",
+             "`torchgrade check --path reference`, `grade` and `audit` report it as the course's mistake, with the",
+             "device and the error, since it would compare two exceptions whatever the student wrote.", ""]
     for name, fn in sorted(PROBES.items()):
         if not fn.__module__.startswith("torchgrade."):
             continue

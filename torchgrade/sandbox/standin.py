@@ -11,7 +11,9 @@ before computing on the CPU values:
   numbers and ``torch.tensor(2.0)``) as inputs: the rule TensorIterator applies and
   ``torch._subclasses.fake_tensor`` models; an output (the tensor an in-place op writes) is never
   exempt;
-- ``copy_`` (``y[i] = x``, ``y.copy_(x)``) and ``.to()``/``.cpu()``/``.cuda()`` cross devices;
+- ``copy_`` (``y[i] = x``, ``y.copy_(x)``) and ``.to()``/``.cpu()``/``.cuda()`` cross devices; ``p.data = q``
+  (what ``module.to(dtype)`` does) gives a stand-in tensor ``q``'s values too;
+- a view of a normal tensor made under ``inference_mode`` is a normal tensor, as torch makes it;
 - an indexed tensor on the GPU takes CPU indices (``x[cpu_index]``, ``x[mask] = v``), not the
   other way round;
 - ``.numpy()`` (and ``np.asarray``) of a tensor on the GPU raises TypeError as torch does.
@@ -259,7 +261,8 @@ def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | Non
         raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
     out = func(*plain_args, **plain_kwargs)
     try:
-        return _wrap(out, there, written)
+        base = args[0] if getattr(func, "is_view", False) and args and isinstance(args[0], torch.Tensor) else None
+        return _wrap(out, there, written, base)
     except Unsupported:
         raise
     except Exception as e:
@@ -295,8 +298,9 @@ def _place(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
     return there, plain_args, plain_kwargs
 
 
-def _wrap(out: Any, there: str | None, writes: list[torch.Tensor]) -> Any:
-    """The operator's results: what lands on the stand-in wrapped, a written argument (`writes`) as itself."""
+def _wrap(out: Any, there: str | None, writes: list[torch.Tensor], view_of: torch.Tensor | None = None) -> Any:
+    """The operator's results: what lands on the stand-in wrapped, a written argument (`writes`) as itself;
+    `view_of`: the tensor a view operator's results are views of."""
     written = {id(_plain(t)): t for t in writes}
     for t in writes:
         if type(t) is StandIn and (t.shape != t.value.shape or t.stride() != t.value.stride()
@@ -310,8 +314,16 @@ def _wrap(out: Any, there: str | None, writes: list[torch.Tensor]) -> Any:
             return o
         if id(o) in written:
             return written[id(o)]
-        return StandIn(o) if there == "cuda" else o
+        if there != "cuda":
+            return o
+        if view_of_normal:
+            # a view of a normal tensor made under inference_mode is a normal tensor (torch's rule): made as
+            # an inference tensor, autograd could not give it its base's version counter (a GPU has no such error)
+            with torch.inference_mode(False):
+                return StandIn(o)
+        return StandIn(o)
 
+    view_of_normal = view_of is not None and torch.is_inference_mode_enabled() and not view_of.is_inference()
     return _mapped(out, wrap)
 
 
@@ -386,6 +398,8 @@ class _Functions(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
         kwargs = kwargs or {}
+        if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__":
+            return _set_data(*args)
         if func is torch.Tensor.cuda or func is torch.Tensor.to:
             self_, rest = args[0], args[1:]
             if func is torch.Tensor.cuda:
@@ -415,6 +429,17 @@ class _Functions(TorchFunctionMode):
 
 
 _FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor}
+_DATA = torch._C.TensorBase.__dict__["data"]
+
+
+def _set_data(tensor: torch.Tensor, data: torch.Tensor) -> None:
+    """``tensor.data = data`` (what ``module.to(dtype)``, ``.double()`` and ``.half()`` do to each parameter):
+    a stand-in tensor takes its new values too, or it would say float64 and compute in float32."""
+    if (type(tensor) is StandIn) != (type(data) is StandIn):
+        raise _unsupported("`.data =` with a tensor on another device")
+    _DATA.__set__(tensor, data)
+    if type(tensor) is StandIn:
+        tensor.value = data.value
 
 
 @contextlib.contextmanager

@@ -59,8 +59,9 @@ def test_computes_int64_inputs_exactly(check, device):
 
 
 @pytest.mark.target("corr2d")
-@pytest.mark.parametrize("dtypes", [(torch.float64, torch.float32), (torch.int64, torch.float32)],
-                         ids=["float64-and-float32", "int64-and-float32"])
+@pytest.mark.parametrize("dtypes", [(torch.float64, torch.float32), (torch.int64, torch.float32),
+                                    (torch.float16, torch.float32)],
+                         ids=["float64-and-float32", "int64-and-float32", "float16-and-float32"])
 def test_promotes_mixed_dtypes(check, device, dtypes):
     x = (randn(check, 108, 4, 5) * 4).to(dtypes[0]).to(device)
     check(x, randn(check, 109, 2, 2, dtype=dtypes[1], device=device))
@@ -114,7 +115,8 @@ def test_sums_int64_channels_exactly(check, device):
 
 #: Inputs for which corr2d_multi_in raises RuntimeError (its docstring says so); the PyTorch op
 #: that raises too (F.conv2d(X[None], K[None])), or None where it does not (tests/test_conv.py).
-MULTI_IN_ERRORS = {"channel-mismatch": ((3, 4, 4), (2, 2, 2), "F.conv2d"), "x-2d": ((4, 4), (1, 2, 2), None)}
+MULTI_IN_ERRORS = {"channel-mismatch": ((3, 4, 4), (2, 2, 2), "F.conv2d"), "x-2d": ((4, 4), (1, 2, 2), None),
+                   "no-channels-against-one": ((0, 4, 5), (1, 3, 2), "F.conv2d")}
 
 
 @pytest.mark.target("corr2d_multi_in")
@@ -153,7 +155,8 @@ def test_computes_int64_output_channels_exactly(check, device):
 
 
 #: Inputs for which corr2d_multi_in_out raises RuntimeError, as F.conv2d(X, K) does (tests/test_conv.py).
-MULTI_IN_OUT_ERRORS = {"channel-mismatch": ((3, 4, 4), (2, 2, 2, 2)), "k-3d": ((2, 4, 4), (2, 2, 2))}
+MULTI_IN_OUT_ERRORS = {"channel-mismatch": ((3, 4, 4), (2, 2, 2, 2)), "k-3d": ((2, 4, 4), (2, 2, 2)),
+                       "no-channels-against-one": ((0, 5, 6), (1, 1, 2, 3))}
 
 
 @pytest.mark.target("corr2d_multi_in_out")

@@ -22,6 +22,12 @@ VIEW_CASES = {
     "zero-dim": (lambda x: x[0], (1, 1)),
     "zero-size": (lambda x: x[:0].reshape(0, 3), (3, 0, 1)),
     "size-one-dims": (lambda x: x.reshape(1, 24, 1).transpose(0, 2), (4, 6)),
+    # found by the audit's search (marks said no input tells these mutants apart): a size-1 dim's stride is
+    # any number; an empty tensor over a non-empty storage
+    "size-one-dim-of-an-odd-stride": (lambda x: x.reshape(2, 12).as_strided((2, 1, 12), (12, 7, 1)), (24,)),
+    "empty-slice-to-a-nonzero-size": (lambda x: x[:0], (3,)),
+    "empty-with-two-minus-ones": (lambda x: x[:0].reshape(0, 3), (-1, -1)),
+    "empty-with-a-negative-size": (lambda x: x[:0].reshape(0, 3, 4), (-1, -2)),
 }
 
 
@@ -162,3 +168,4 @@ def test_infers_the_number_of_classes_when_given_minus_one(check, device):
 @pytest.mark.target("one_hot")
 def test_keeps_the_shape_of_2d_labels(check, device):
     check(torch.tensor([[0, 1], [4, 2]], device=device), 5)
+
