@@ -15,6 +15,13 @@
    ``torch.autograd.grad``, the engine's own ``run_backward``) shows as a node evaluated inside
    another node's evaluation, and is recorded as ``backward``/``grad``.
 
+Everything inside a window is the target's, whoever's frame is on the stack (a target that is torch's own
+function, code compiled under another file's name: ``UNLINED``), except what torch's installed code does
+while the outermost window drives the code under test (``Target.drive``: a probe's ``backward``,
+``gradcheck``). Inside a call the mode saw, code torch calls back that is not installed code (an
+``__index__``, a hook, a dispatch mode) runs as in a window (``_Callbacks``); what is installed code is
+``torchgrade.sandbox.provenance``'s to say.
+
 Switching the layers off is itself recorded (``TAMPERED``): the mode gone from the stack, the
 profiler stopped, restarted or paused (its switches are replaced, before any student code runs, by
 ones that refuse and record), or markers that the mode did not make.
@@ -149,7 +156,6 @@ class CallRecorder(TorchFunctionMode):
                 self._named.add(id(code))
                 for entry in table.frame(code, torch_frame.f_globals.get("__name__") or ""):
                     self.calls.setdefault(entry, where)
-
 
     def _walk(self, caller: Any) -> tuple:
         """(caller, the submission's innermost frame or None, whether the window's edge was reached, whether
