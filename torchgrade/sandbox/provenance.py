@@ -70,8 +70,13 @@ def _set_roots(roots: Any) -> None:
 EDGES: dict[int, Any] = {}
 
 
+_EVENTS = frozenset({"exec", "compile", "code.__new__"})
+
+
 def _audit(event: str, args: tuple) -> None:
-    # Called for every audited event of the process: the common case returns at the first test.
+    # Called for every audited event of the process (id(), sys._getframe, ...): the common case returns at once.
+    if event not in _EVENTS:
+        return
     if event == "exec":
         _executed(args[0])
         return

@@ -84,24 +84,30 @@ class CallRecorder(TorchFunctionMode):
         #: The marker name around each call (set while a DispatchWatch is armed), and how many it made.
         self.marker: str | None = None
         self.marked = 0
-        #: The entry points (by identity) and torch's Python frames (by code) already named in `calls`.
+        #: torch's Python frames (by the id of their code) already named in `calls`.
         self._named: set[int] = set()
         #: Whether the window open now is the outermost and drives the code under test (Target.drive).
         self.driving = False
         #: Each calling frame's walk up the stack, while the outermost window is open (`_walk`).
-        self._walks: dict[int, tuple] = {}
+        self._walks: dict[Any, tuple] = {}
+        #: The entry points already named in `calls` by their dotted names.
+        self._named_funcs: set[Any] = set()
 
     def reset(self) -> None:
         """Forget what was recorded (each request starts afresh)."""
         self.calls.clear()
         self._named.clear()
+        self._named_funcs.clear()
         self._walks.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self._charge(func, args, sys._getframe(1))
-        # Code that torch calls back from inside this call (an __index__, a hook, a dispatch mode) and that
-        # is not installed code is watched like the target's own (_Callbacks); torch's own is not looked at.
+        # Not the array-library hook while the call is recorded and run (its events on the recorder's own
+        # builtins were most of its cost): code torch calls back that is not installed code (an __index__, a
+        # hook, a dispatch mode) is watched like the target's own (_Callbacks).
         previous = sys.getprofile()
+        if previous is not None:
+            sys.setprofile(None)
+        self._charge(func, args, sys._getframe(1))
         sys.setprofile(_Callbacks(self))
         try:
             if self.marker is None:
@@ -132,20 +138,28 @@ class CallRecorder(TorchFunctionMode):
                 caller = caller.f_back  # torch's __torch_function__ plumbing, or the function's own frame
         # Up from the caller: the innermost frame of the submission's files, or the window's boundary (once per
         # calling frame and window: gradcheck's internals make thousands of calls from a few deep frames).
-        walk = self._walks.get(id(caller))
-        if walk is None or walk[0] is not caller:
-            walk = self._walks[id(caller)] = self._walk(caller)
-        _, student, reached, tainted, between = walk
-        line = f"{os.path.basename(student.f_code.co_filename)}:{student.f_lineno}" if student is not None else ""
-        if not line and reached and self.driving and not tainted:
+        # (keyed by the frame itself: a frame hashes by identity, and id() is an audited event)
+        walk = self._walks.get(caller)
+        if walk is None:
+            walk = self._walks[caller] = self._walk(caller)
+        student, reached, tainted, between = walk
+        if student is None and reached and self.driving and not tainted:
             return  # torch driving the code under test, for the probe (a backward, a gradcheck)
-        where = line or UNLINED
+        try:
+            named = func in self._named_funcs
+        except TypeError:  # (an unhashable entry point is named each time)
+            named = False
+        if named and not between and name in self.calls and name not in CONVERTERS:
+            return  # (the usual repeat: nothing new to name)
+        where = f"{os.path.basename(student.f_code.co_filename)}:{student.f_lineno}" if student is not None \
+            else UNLINED
         self.calls.setdefault(name, where)
         # What the call is, besides its plain name (torchgrade.sandbox.entries): its dotted names, and
         # whether it is private, a bridge to numpy, or run from torch's Python code on the target's behalf.
         if not between:
-            if id(func) not in self._named or name in CONVERTERS:
-                self._named.add(id(func))
+            if not named or name in CONVERTERS:
+                with contextlib.suppress(TypeError):
+                    self._named_funcs.add(func)
                 for entry in entries().names(func, args):
                     self.calls.setdefault(entry, where)
             return
@@ -158,23 +172,23 @@ class CallRecorder(TorchFunctionMode):
                     self.calls.setdefault(entry, where)
 
     def _walk(self, caller: Any) -> tuple:
-        """(caller, the submission's innermost frame or None, whether the window's edge was reached, whether
+        """(the submission's innermost frame or None, whether the window's edge was reached, whether
         code that is not installed code stands between, the installed frames between the call and that)."""
         known, submission = provenance.known(), self.submission
         frame, tainted, between = caller, False, []
         while frame is not None:
             code = frame.f_code
             if id(code) in _BOUNDARIES:
-                return caller, None, True, tainted, between
+                return None, True, tainted, between
             if code.co_filename.startswith(submission):
-                return caller, frame, False, tainted, between
+                return frame, False, tainted, between
             entry = known.get(id(code))
             if not (entry[1] if entry is not None and entry[0] is code else provenance.installed(code)):
                 tainted = True
             elif not tainted:
                 between.append(frame)  # installed code between the call and whatever made it
             frame = frame.f_back
-        return caller, None, False, tainted, between
+        return None, False, tainted, between
 
 
 provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__torch_function__.__code__
