@@ -85,13 +85,19 @@ def generate_stubs(reference_dir: Path, stubs_dir: Path, write: bool = True) -> 
         if ref.name.startswith("_"):
             continue
         stub = make_stub(ref.read_text(encoding="utf-8"), str(ref))
-        path = stubs_dir / ref.name
-        if not path.exists() or path.read_text(encoding="utf-8") != stub:
-            changed.append(path)
-            if write:
-                stubs_dir.mkdir(parents=True, exist_ok=True)
-                path.write_text(stub, encoding="utf-8")
+        if refresh(stubs_dir / ref.name, stub, write):
+            changed.append(stubs_dir / ref.name)
     return changed
+
+
+def refresh(path: Path, text: str, write: bool) -> bool:
+    """Whether `path` lacks `text` (missing or different); with `write`, it holds `text` afterwards."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return True
 
 
 def _has_chinese_summary(doc: str | None) -> bool:

@@ -523,9 +523,10 @@ class Differential:
         if not path.is_file():
             raise SubmissionError(missing_module(self.assignment, exercise))
         try:
+            size = path.stat().st_size  # (without forbidden calls the scan below reads nothing)
+            if size > sources.MAX_SOURCE_BYTES:
+                raise sources.TooLarge(sources.too_large(path, size))
             violations = static_violations(path, name, self.patterns)
-            if path.stat().st_size > sources.MAX_SOURCE_BYTES:  # (without forbidden calls nothing read it yet)
-                raise sources.TooLarge(sources.too_large(path, path.stat().st_size))
         except sources.TooLarge as e:
             raise SubmissionError(f"{call}\n{e}") from None
         if violations:

@@ -467,7 +467,7 @@ def notebook_text(node: dict) -> str:
 def generate_notebooks(assignment, out: Path, write: bool = True, from_reference: bool = False) -> list[Path]:
     """`<out>/<module>.ipynb` for each exercise, from its stub (or the reference itself: a notebook that
     must score full marks); return the notebooks whose content changed (or would)."""
-    from .authoring import make_stub
+    from .authoring import make_stub, refresh
 
     changed = []
     for exercise in assignment.exercises:
@@ -478,12 +478,8 @@ def generate_notebooks(assignment, out: Path, write: bool = True, from_reference
         source = text if from_reference else make_stub(text, str(reference))
         node = module_notebook(source, exercise.name, [t.name for t in exercise.targets], exercise.title)
         path = out / f"{exercise.name}.ipynb"
-        body = notebook_text(node)
-        if not path.is_file() or path.read_text(encoding="utf-8") != body:
+        if refresh(path, notebook_text(node), write):
             changed.append(path)
-            if write:
-                out.mkdir(parents=True, exist_ok=True)
-                path.write_text(body, encoding="utf-8")
     return changed
 
 
