@@ -584,7 +584,7 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
                      "return torch.where(x > 1, x, torch.zeros_like(x))": ("survived", "overturned")}
     assert {m["verdict"] for m in relu["mutants"] if m["after"] == "x = x - 0"} == {"survived"}
-    from torchgrade.audit import write_page
+    from torchgrade.auditpage import write_page
 
     write_page(found, tmp_path / "page.html")
     page = (tmp_path / "page.html").read_text()

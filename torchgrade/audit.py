@@ -46,6 +46,7 @@ from typing import Callable
 import yaml
 
 from .config import Assignment, Target, load_assignment
+from .coverage import Coverage, coverage_lines, load_ran, save_ran, target_coverage
 from .grading import GradingError
 from .mutants import Mutant, make_mutants
 
@@ -106,14 +107,16 @@ class AuditJob:
                     from . import differential
                     from .sandbox import wire
 
-                    differential.captured = []
+                    differential.captured, differential.covered = [], {}
                     try:
                         grade = session.grade(submission.source)
                     finally:
                         sent, differential.captured = differential.captured, None
+                        ran, differential.covered = differential.covered, None
                     if self.requests_dir:
                         frames = [frame for name, frame in sent if name == qualname]
                         (Path(self.requests_dir) / f"{qualname}.req").write_bytes(wire.encode(frames))
+                        save_ran(Path(self.requests_dir) / f"{qualname}.lines", ran.get(qualname))
                     return grade
                 # The visible checks, all of them (their kill sets are compared); the hidden ones only
                 # where no visible check kills the mutant (whether one does is all that is reported).
@@ -169,6 +172,11 @@ class TargetAudit:
     subsumed: list[tuple[str, str]] = field(default_factory=list)  # (check, the check that catches all it does)
     #: (check, the word its name shares with the mutated line, a mutant another check kills but it does not)
     named_misses: list[tuple[str, str, MutantResult]] = field(default_factory=list)
+    #: The reference's lines no check runs and no mutant changes (torchgrade/coverage.py)
+    coverage: Coverage | None = None
+    #: Checks whose reference raises what they do not expect (torchgrade.differential.measures_nothing): the
+    #: course's mistake, with the device and the error; their verdicts are left out of every count
+    measures_nothing: list[str] = field(default_factory=list)
 
     def count(self, verdict: str) -> int:
         return sum(1 for r in self.results if r.verdict == verdict)
@@ -194,7 +202,9 @@ class TargetAudit:
                 "visible_checks_adding_nothing": [{"check": c, "covered_by": o} for c, o in self.subsumed],
                 "visible_checks_passing_what_their_name_names": [
                     {"check": c, "word": w, "mutant": r.mutant.id, "diff": r.mutant.diff, "killed_by": r.killed_by}
-                    for c, w, r in self.named_misses]}
+                    for c, w, r in self.named_misses],
+                "coverage": self.coverage.as_dict() if self.coverage is not None else None,
+                "checks_that_measure_nothing": self.measures_nothing}
 
 
 @dataclass
@@ -205,6 +215,8 @@ class Audit:
     max_per_target: int | None
     seconds: float
     notes: list[str]
+    #: Every target of the course, in its order (the page keeps other targets' sections from earlier runs)
+    course: tuple[str, ...] = ()
 
     @property
     def totals(self) -> dict:
@@ -222,9 +234,11 @@ class Audit:
 
     @property
     def clean(self) -> bool:
-        """No survivor, every mark verified, and no visible check that no mutant fails (the checks adding
-        nothing are for the author to look through: see the module's docstring)."""
-        return all(not t.survivors and not t.unmeasured and not t.figures["marks_unverified"] for t in self.targets)
+        """No survivor, every mark verified, no visible check that no mutant fails and no check whose reference
+        raises what it does not expect (the checks adding nothing, and the lines no check runs or no mutant
+        changes, are for the author to look through: see the module's docstring and torchgrade/coverage.py)."""
+        return all(not t.survivors and not t.unmeasured and not t.figures["marks_unverified"] and not t.measures_nothing
+                   for t in self.targets)
 
     def as_dict(self) -> dict:
         return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
@@ -326,6 +340,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
 
     cuda_devices = torch.cuda.device_count() if device != "cpu" and torch.cuda.is_available() else 0
     plan: list[tuple[Target, list[Mutant], int]] = []
+    every: dict[str, list[Mutant]] = {}  # each target's mutants, before a sample is taken (what lines they change)
     for target in targets:
         path = assignment.reference_dir / f"{target.exercise}.py"
         if not path.is_file():
@@ -337,6 +352,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
         except SyntaxError as e:
             raise AuditError(f"{path}:{e.lineno}: the reference does not parse ({e.msg})") from None
         made = len(mutants)
+        every[target.qualname] = mutants
         if max_per_target is not None and made > max_per_target:
             chosen = set(m.id for m in random.Random(f"{seed}\0{target.qualname}").sample(mutants, max_per_target))
             mutants = [m for m in mutants if m.id in chosen]
@@ -368,20 +384,26 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             Path(recording_dir).mkdir()
         requests_dir = work / "requests"
         requests_dir.mkdir()
-        # 1. the reference, by each target's checks: every check must pass, or there is nothing to measure
+        # 1. the reference, by each target's checks: every check must pass, or there is nothing to measure (a
+        # check that measures nothing is reported, and left out of the counts); the lines they run are noted
         job = AuditJob(str(assignment.path), device, (), recording_dir, str(requests_dir))
         references = [Submission(f"{t.qualname}@reference", assignment.reference_dir) for t, _, _ in plan]
         limits = {}
+        nothing: dict[str, dict[str, str]] = {}  # target -> {check whose reference raises what it does not expect: why}
         say(f"grading the reference ({len(references)} target(s))")
         for submission, grade in executor.run(job, references):
             if isinstance(grade, Crashed):
                 raise AuditError(f"grading the reference of {submission.name.split('@')[0]} crashed: {grade.why}")
+            qualname = submission.name.split("@")[0]
             for t in grade.tests:
                 if t.status in KILLING:
                     first = (t.output.strip().splitlines() or [t.status])[0]
+                    if "it measures nothing" in first:  # a course mistake the audit reports, and measures around
+                        nothing.setdefault(qualname, {})[t.nodeid] = f"{_name(t)} [{t.nodeid.split('[')[-1].rstrip(']')}]: {first}" \
+                            if "[" in t.nodeid else f"{_name(t)}: {first}"
+                        continue
                     raise AuditError(f"the reference fails its own check {t.nodeid} ({_name(t)}): {first}; "
                                      f"nothing to measure the checks against")
-            qualname = submission.name.split("@")[0]
             target = next(t for t, _, _ in plan if t.qualname == qualname)
             slowest = max((t.duration for t in grade.tests), default=0.0)
             limits[qualname] = min(target.time_limit, max(MIN_LIMIT, LIMIT_FACTOR * slowest))
@@ -415,6 +437,8 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                 continue
             visible, hidden, how = [], [], ""
             for t in grade.tests:
+                if t.nodeid in nothing.get(mutant.target, {}):
+                    continue  # it fails every mutant as it fails the reference: no kill of its counts
                 info = checks[mutant.target].setdefault(_key(t.nodeid), CheckInfo(
                     _key(t.nodeid), _name(t), t.visibility, probes.get(_key(t.nodeid), frozenset({"call"}))))
                 if t.status in KILLING:
@@ -438,6 +462,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
             from .verification import verify
 
             verdicts = verify(assignment, marked, requests_dir, work, seed, say)
+        ran = {t.qualname: load_ran(requests_dir / f"{t.qualname}.lines") for t, _, _ in plan}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -464,9 +489,13 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                     _judge_mark(row, entry, verdicts.get((target.qualname, row.mutant.id)),
                                 assignment.reference_dir / f"{target.exercise}.py", target.name)
         audit = TargetAudit(target.qualname, made, rows, list(checks[target.qualname].values()))
+        audit.measures_nothing = sorted(nothing.get(target.qualname, {}).values())
+        audit.coverage = target_coverage(assignment.reference_dir / f"{target.exercise}.py", target.name,
+                                         ran[target.qualname], every[target.qualname])
         _judge_checks(audit)
         audits.append(audit)
-    return Audit(assignment.title, audits, seed, max_per_target, time.perf_counter() - started, notes)
+    return Audit(assignment.title, audits, seed, max_per_target, time.perf_counter() - started, notes,
+                 tuple(t.qualname for t in assignment.targets))
 
 
 def _entry(equivalents: dict, ambiguous: list[dict], qualname: str, mutant: Mutant) -> dict | None:
@@ -610,6 +639,8 @@ def lines(audit: Audit) -> list[str]:
         for r in t.results:
             if r.verdict == "hidden":
                 out.append(f"  hidden only {r.mutant.id}  {r.mutant.diff}")
+        out.extend(f"  check that measures nothing: {text}" for text in t.measures_nothing)
+        out.extend(coverage_lines(t.coverage))
         for name in t.unmeasured:
             out.append(f"  visible check no mutant fails: {name}")
         for name, other in t.subsumed:
@@ -635,10 +666,3 @@ def lines(audit: Audit) -> list[str]:
                    f"unverified, {total['marks_overturned']} overturned (now survivors)")
     return out
 
-
-def write_page(audit: Audit, path: Path) -> None:
-    """reports/audit/index.html: the audit as a page (the report pages' template and style, autoescaped)."""
-    from .report import _env
-    from .results import write_atomic
-
-    write_atomic(path, _env.get_template("audit.html").render(audit=audit))

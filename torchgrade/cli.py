@@ -733,7 +733,8 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     """
     import json
 
-    from .audit import AuditError, lines, run_audit, write_page
+    from .audit import AuditError, lines, run_audit
+    from .auditpage import write_page
     from .grading import GradingError
     from .sandbox import host
 

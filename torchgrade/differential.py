@@ -71,6 +71,10 @@ RECORDING_FORMAT = 1
 #: While an audit grades the reference: each CPU request a check sends, as (exercise.target, wire frame), for
 #: the audit's own search around the checks' inputs (torchgrade/verification.py).
 captured: list[tuple[str, bytes]] | None = None
+#: While an audit grades the reference: exercise.target -> {"lines": the reference's lines its checks ran in the
+#: sandbox, "repeated": those run twice in one call, "elsewhere": whether some ran in other processes, unseen},
+#: for what no check exercises (torchgrade/coverage.py).
+covered: dict[str, dict] | None = None
 
 
 def load_reference(path: Path) -> ModuleType:
@@ -534,7 +538,8 @@ class Differential:
         try:
             reply = self.sandbox.run(exercise, name, request["probe"], tuple(request["args"]), request["kwargs"],
                                      request["options"], timeout=self.target.time_limit,
-                                     watch_dispatcher=bool(self.patterns), standin=self.standin, hidden=self.hidden)
+                                     watch_dispatcher=bool(self.patterns), standin=self.standin, hidden=self.hidden,
+                                     **({"coverage": True} if covered is not None else {}))
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
@@ -546,6 +551,11 @@ class Differential:
             raise self.failure("import", text.rstrip(), SubmissionError)
         if "missing" in reply:
             raise self.failure("missing", t("missing_name", exercise=exercise, name=name))
+        if covered is not None:
+            ran = covered.setdefault(self.target.qualname, {"lines": set(), "repeated": set(), "elsewhere": False})
+            ran["lines"].update(reply.get("lines") or ())
+            ran["repeated"].update(reply.get("lines_repeated") or ())
+            ran["elsewhere"] = ran["elsewhere"] or bool(reply.get("lines_elsewhere"))
         calls = reply.get("calls") if isinstance(reply.get("calls"), dict) else {}
         forbidden: list[ForbiddenCall] = runtime_violations(calls, self.patterns)
         if forbidden:

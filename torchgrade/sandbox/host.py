@@ -32,6 +32,7 @@ from . import inbox, isolation
 from .exits import describe_exit
 from .inbox import output_file
 from .isolation import IsolationError, Plan
+from .linetrace import MAX_LINES
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torchgrade/`
 #: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
@@ -454,6 +455,12 @@ def checked(reply: Any) -> dict:
         if type(calls) is not dict or len(calls) > MAX_CALLS:
             raise BadReply("the sandbox sent a call record that is not a table of names")
         reply["calls"] = {_text(k, "a call's name")[:300]: _text(v, "a call's place")[:300] for k, v in calls.items()}
+    for key in ("lines", "lines_repeated"):
+        lines = reply.get(key, [])
+        if type(lines) is not list or len(lines) > MAX_LINES or any(type(n) is not int for n in lines):
+            raise BadReply("the sandbox sent the lines a request ran as something other than line numbers")
+    if "lines_elsewhere" in reply and type(reply["lines_elsewhere"]) is not bool:
+        raise BadReply("the sandbox sent whether code ran elsewhere as something other than yes or no")
     _check_raised(reply.get("value"))
     return reply
 
@@ -602,19 +609,23 @@ class Sandbox:
 
     def run(self, exercise: str, target: str, probe: str, args: tuple, kwargs: dict, options: dict,
             timeout: float, watch_dispatcher: bool = True, standin: bool = False,
-            hidden: bool = False) -> dict:
+            hidden: bool = False, coverage: bool = False) -> dict:
         """Run a probe on the student's `exercise.target`; the reply is plain data (see probes.run_probe).
 
         `watch_dispatcher`: also record what runs at torch's dispatcher (the profiler, recorder.py), for a
         target that may not call something; a target free to call anything needs only the plain record.
         `standin`: run it on the CUDA stand-in (sandbox/standin.py), for a CUDA check where there is no CUDA.
         `hidden`: a hidden check's request: from the first one on, whatever the submission prints, in
-        any of its processes, is the instructor's (`hidden_output`), for it may hold hidden inputs."""
+        any of its processes, is the instructor's (`hidden_output`), for it may hold hidden inputs.
+        `coverage`: the reply also says which lines of the module the request ran (``lines``: the audit's
+        coverage of the reference, sandbox/linetrace.py)."""
         key = f"{exercise}.{target}"
         if hidden and self._hidden_from is None:
             self._hide_output_from_now()
         request = {"target": target, "probe": probe, "args": list(args), "kwargs": dict(kwargs),
                    "options": dict(options), "dispatch": watch_dispatcher, "standin": standin}
+        if coverage:
+            request["coverage"] = True
         retried = False
         while True:
             failure = self.import_failures.get(exercise) or self.wreckers.get(key)

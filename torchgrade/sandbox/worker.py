@@ -31,6 +31,7 @@ from . import wire
 from .inbox import output_file
 from . import provenance
 from .probes import _HARNESS_DIRS, Target, run_probe
+from .linetrace import LineTrace
 from .recorder import CallRecorder, DispatchWatch
 
 #: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
@@ -97,12 +98,15 @@ class Session:
             return wire.encode({"missing": name})
         self.recorder.reset()
         target = Target(getattr(self.module, name), name, self.watch, self.recorder.calls)
+        # the audit's coverage of the reference: the lines of this module the request runs (sandbox/linetrace.py)
+        trace = LineTrace(self.module.__file__) if request.get("coverage") else None
         try:
             # torch's profiler only where calls are forbidden (the trusted side says so): it doubles a request's cost
             with self.dispatch.armed() if request.get("dispatch", True) else contextlib.nullcontext():
-                outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
-                                    dict(request["options"]), on_standin=bool(request.get("standin")),
-                                    own=self.submission)
+                with trace if trace is not None else contextlib.nullcontext():
+                    outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
+                                        dict(request["options"]), on_standin=bool(request.get("standin")),
+                                        own=self.submission)
                 # The result (values, gradients) is copied into bytes while the watch is still on: what a
                 # thread of the student's does to it before is seen at the dispatcher; after, never sent.
                 body = _encoded(outcome)
@@ -110,7 +114,7 @@ class Session:
             body = _encoded({"probe_error": f"{type(e).__name__}: {e}"[:2000],
                              "traceback": student_traceback(e, self.submission)})
         try:
-            return wire.join(body, {"calls": dict(self.recorder.calls)})
+            return wire.join(body, {"calls": dict(self.recorder.calls), **(trace.reply() if trace is not None else {})})
         except Exception:  # not a frame of wire's (its encoder replaced): sent as it is, the host refuses it
             return body
 

@@ -43,6 +43,7 @@ from torch import nn
 
 from .. import wire
 from ..exits import describe_exit
+from .. import linetrace
 from ..isolation import gpu_device_nodes
 from . import ProbeError, Raised, Target, describe, probe, raised
 
@@ -637,6 +638,7 @@ def run_on_ranks(target: Target, scenario: str, args: tuple, kwargs: dict, optio
         locator = None if start == "fork" else locator  # found by identity only
     job = _Job(scenario, wire.encode((list(args), kwargs, options)), target.name, id(target.obj), locator,
                target.calls is not None)
+    linetrace.ran_elsewhere()  # the audit's coverage does not see the ranks' lines
     key = (device, start, deadline + GROUP_TIMEOUT_MARGIN_S)
     ranks, ending = _run(job, key, target, start, device, deadline, grace)
     try:
