@@ -38,16 +38,18 @@ class LineTrace:
     def _call(self, frame: Any, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != self.filename:
             return None  # no line events for any other file: torch's Python code costs one call each
-        once: set[int] = set()  # this call's lines (a generator's resumption counts as a call of its own)
+        # the instructions this call reached a line at (a generator's resumption counts as a call of its own):
+        # a line reached again at the same instruction runs again, where a statement over several lines
+        # comes back to its first line at another instruction
+        reached: set[int] = set()
 
         def line(frame: Any, event: str, arg: Any) -> Any:
             if event == "line":
-                number = frame.f_lineno
-                if number in once:
-                    self.repeated.add(number)
+                if frame.f_lasti in reached:
+                    self.repeated.add(frame.f_lineno)
                 else:
-                    once.add(number)
-                    self.lines.add(number)
+                    reached.add(frame.f_lasti)
+                    self.lines.add(frame.f_lineno)
             return line
 
         return line
