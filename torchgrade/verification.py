@@ -68,6 +68,68 @@ class Verdict:
 
 # --- the variations ---
 
+@dataclass(frozen=True)
+class FunctionArg:
+    """A function the search passes where the target takes one (a request holds this description, plain and
+    copyable; `made` builds the function for one call, with a parameter of its own)."""
+
+    kind: str
+
+    def made(self, like: Any) -> Any:
+        import torch
+
+        dtype = like.dtype if isinstance(like, torch.Tensor) and like.is_floating_point() else torch.float32
+        device = like.device if isinstance(like, torch.Tensor) else "cpu"
+        w = torch.tensor(1.5, dtype=dtype, device=device, requires_grad=True)  # a parameter the function closes over
+        return eval(FUNCTIONS[self.kind], {"torch": torch, "w": w})  # noqa: S307 - the constant texts below
+
+
+#: The functions the search passes to a target that takes a callable: of the input only, closing over a
+#: parameter ``w`` that requires grad (as a layer's weight), constant in the input (with and without that
+#: parameter). Each acts elementwise (as second_derivative asks) and keeps the shape, so a check's ``v`` fits.
+FUNCTIONS: dict[str, str] = {
+    "of the input only": "lambda t: torch.sin(t) * t",
+    "linear in the input": "lambda t: 3 * t",
+    "closing over a parameter that requires grad": "lambda t: t * w",
+    "of the input and a parameter that requires grad": "lambda t: torch.sin(t * w)",
+    "constant in the input": "lambda t: torch.ones_like(t)",
+    "constant in the input, through a parameter that requires grad": "lambda t: w * torch.ones_like(t)",
+}
+
+
+def callable_positions(obj: Any) -> tuple[int, ...]:
+    """The positions of `obj`'s parameters annotated as callables (``f: Callable[...]``), where the search
+    passes functions of its own."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(obj).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    return tuple(i for i, p in enumerate(parameters) if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                 and "Callable" in str(p.annotation))
+
+
+def _made_functions(request: dict) -> dict:
+    """The request with each FunctionArg made into its function (for one call: its parameter is fresh)."""
+    import torch
+
+    like = next((v for v in request["args"] if isinstance(v, torch.Tensor)), None)
+    request["args"] = [a.made(like) if isinstance(a, FunctionArg) else a for a in request["args"]]
+    return request
+
+
+def function_variations(request: dict, positions: tuple[int, ...]) -> Iterator[tuple[str, dict]]:
+    """The request with a function of the search's own at each callable position (a check names its functions
+    for its probe, ``autograd_call(check, "sin", x)``): called directly, so every fact of the result shows."""
+    for i in positions:
+        if i < len(request["args"]) and isinstance(request["args"][i], str):
+            for kind in FUNCTIONS:
+                args = list(request["args"])
+                args[i] = FunctionArg(kind)
+                yield (f"{_label(('args', i))} a function {kind}",
+                       {"probe": "call", "args": args, "kwargs": dict(request["kwargs"]), "options": {}})
+
 def _describe(value: Any) -> str:
     import torch
 
@@ -84,6 +146,9 @@ def _describe(value: Any) -> str:
         if value.numel() <= 6:
             text += f", {value.detach().tolist()}"
         return text + ")"
+    if isinstance(value, FunctionArg):
+        text = FUNCTIONS[value.kind]
+        return text + (" (w = torch.tensor(1.5, requires_grad=True))" if "w" in text.split(":")[1] else "")
     if isinstance(value, (list, tuple)):
         inner = ", ".join(_describe(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
@@ -230,23 +295,26 @@ def variations(request: dict) -> Iterator[tuple[str, dict]]:
             yield "requires_grad " + ", ".join(f"{p[1]}={f}" for p, f in zip(floats, flags)), made
 
 
-def plan(requests: list[dict], seed: int, qualname: str, limit: int = LIMIT) -> list[tuple[str, dict]]:
-    """The requests to compare on: the checks' own, then variations (deduplicated), at most `limit`."""
+def plan(requests: list[dict], seed: int, qualname: str, limit: int = LIMIT,
+         callables: tuple[int, ...] = ()) -> list[tuple[str, dict]]:
+    """The requests to compare on: the checks' own and, for a target that takes a callable (at the positions
+    `callables`), each with the search's functions; then variations (deduplicated), at most `limit`."""
     from .differential import request_key
 
     own, more, seen = [], [], set()
     for request in requests:
         if request["probe"] in UNSUPPORTED_PROBES:
             continue
-        for what, made in variations(request):
-            try:
-                key = request_key("", qualname, made)
+        for what, made in itertools.chain(variations(request), function_variations(request, callables)):
+            try:  # (a function is keyed by its description)
+                key = request_key("", qualname, {**made, "args": [f"<function {a.kind}>" if isinstance(a, FunctionArg)
+                                                                  else a for a in made["args"]]})
             except Exception:  # noqa: BLE001 - a variation that cannot even be described is not tried
                 continue
             if key in seen:
                 continue
             seen.add(key)
-            (own if what == "the check's input" else more).append((what, made))
+            (own if what == "the check's input" or " a function " in what else more).append((what, made))
     rest = max(0, limit - len(own))
     if len(more) > rest:
         chosen = set(random.Random(f"{seed}\0{qualname}").sample(range(len(more)), rest))
@@ -342,7 +410,7 @@ def observe(obj: Any, name: str, request: dict, seconds: float = CALL_SECONDS) -
 
     from .sandbox.probes import Target, run_probe
 
-    request = _fresh(request)
+    request = _made_functions(_fresh(request))
     torch.random.default_generator.manual_seed(0)  # (torch.manual_seed asks every device backend: 8 ms a call)
     try:
         with _time_limit(seconds):
@@ -451,8 +519,9 @@ def worker(job_path: str) -> None:
     for target in job["targets"]:
         name = target["name"]
         requests = wire.decode(Path(target["requests"]).read_bytes())
-        planned = plan([wire.decode(f) for f in requests], job["seed"], target["qualname"])
         reference = getattr(_load(Path(target["reference"]), f"torchgrade_verify_reference_{target['exercise']}"), name)
+        planned = plan([wire.decode(f) for f in requests], job["seed"], target["qualname"],
+                       callables=callable_positions(reference))
         expected = [(what, request, observe(reference, name, request)) for what, request in planned]
         for mutant in target["mutants"]:
             out.write(json.dumps({"start": mutant["key"]}) + "\n")

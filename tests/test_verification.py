@@ -1,0 +1,75 @@
+"""The audit's search for marked mutants (torchgrade/verification.py): functions of its own for a target that
+takes a callable, where the checks name theirs for a probe."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from torchgrade import verification
+from torchgrade.sandbox import wire
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REFERENCE = '''\
+from typing import Callable
+
+import torch
+
+
+def grad_of(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``f(x).sum()`` at ``x``; zeros where it does not depend on ``x``."""
+    x_ = x.detach().clone().requires_grad_(True)
+    y = f(x_)
+    if not y.requires_grad:
+        return torch.zeros_like(x_)
+    y.sum().backward()
+    if x_.grad is None:
+        return torch.zeros_like(x_)
+    return x_.grad
+'''
+
+
+def test_a_mark_on_a_target_that_takes_a_function_is_tried_with_functions_that_close_over_a_parameter(tmp_path):
+    """`if x_.grad is None` removed looks equivalent on every function the checks name (each reads its input, so
+    backward always gives x_ a .grad); a function constant in x that closes over a parameter requiring grad
+    shows the mutant returning None where the reference returns zeros."""
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "calc.py").write_text(REFERENCE)
+    mutant = tmp_path / "mutant.py"
+    mutant.write_text(REFERENCE.replace("    if x_.grad is None:\n        return torch.zeros_like(x_)\n", ""))
+    # what a check sends: the bundled course's autograd probe, a function named for it
+    requests = tmp_path / "requests"
+    requests.mkdir()
+    sent = [{"probe": "autograd_call", "args": ["sin", torch.linspace(-1, 1, 3)], "kwargs": {}, "options": {}},
+            {"probe": "autograd_call", "args": ["cube", torch.linspace(-1, 1, 4)], "kwargs": {}, "options": {}}]
+    (requests / "calc.grad_of.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
+    assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
+    found = verification.verify(assignment, {"calc.grad_of": [("m1", str(mutant))]}, requests, tmp_path, seed=0)
+    verdict = found[("calc.grad_of", "m1")]
+    assert verdict.status == "differs", verdict
+    assert "grad_of(lambda t: w * torch.ones_like(t) (w = torch.tensor(1.5, requires_grad=True)), tensor(float32" \
+           in verdict.evidence
+    assert "a function constant in the input, through a parameter that requires grad" in verdict.evidence
+    # the checks' own requests and the generated ones, without the functions: nothing tells it apart
+    plain = verification.plan(sent, 0, "calc.grad_of")
+    assert not any(" a function " in what for what, _ in plain)
+    assert len(verification.plan(sent, 0, "calc.grad_of", callables=(0,))) == len(plain) + 2 * len(verification.FUNCTIONS)
+
+
+def test_only_parameters_annotated_as_callables_get_functions():
+    namespace: dict = {}
+    exec(textwrap.dedent('''\
+        from __future__ import annotations
+        from typing import Callable
+        import collections.abc
+
+        def one(x, f: Callable[[int], int], g: collections.abc.Callable, n: int = 1): ...
+        def none(x, name: str): ...
+    '''), namespace)
+    assert verification.callable_positions(namespace["one"]) == (1, 2)
+    assert verification.callable_positions(namespace["none"]) == ()
+    assert verification.callable_positions(len) == ()
