@@ -23,6 +23,11 @@ A program cannot read names for what they promise, so these two lists are for th
 through; they do not make the audit fail, where a survivor or a check no mutant fails does. Checks that ask different
   probes (values, gradients, the input left unchanged) measure different things and are not compared.
 
+A check whose reference raises what it does not expect measures nothing: it is listed under its target
+with the device and the error, and its verdicts are left out (the audit is not clean). Per target the
+audit also lists what no check exercises (torchgrade/coverage.py): the reference's lines no check runs,
+the loops no check runs twice, the lines no mutant changes; for the author to look through.
+
 An author marks the mutants that no check can tell apart from the reference (equivalent mutants)
 in ``equivalent-mutants.yaml`` beside the checks folder (graders/ in the bundled course), each with a
 one-line reason; they do not count. An entry that matches no mutant gets a note.
