@@ -404,8 +404,9 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                 if t.status in KILLING:
                     first = (t.output.strip().splitlines() or [t.status])[0]
                     if "it measures nothing" in first:  # a course mistake the audit reports, and measures around
-                        nothing.setdefault(qualname, {})[t.nodeid] = f"{_name(t)} [{t.nodeid.split('[')[-1].rstrip(']')}]: {first}" \
-                            if "[" in t.nodeid else f"{_name(t)}: {first}"
+                        where = f" [{t.nodeid.split('[')[-1].rstrip(']')}]" if "[" in t.nodeid else ""
+                        nothing.setdefault(qualname, {})[t.nodeid] = \
+                            f"{_name(t)}{where}: {first[max(0, first.find('the reference raises')):]}"
                         continue
                     raise AuditError(f"the reference fails its own check {t.nodeid} ({_name(t)}): {first}; "
                                      f"nothing to measure the checks against")
