@@ -722,14 +722,15 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
 
     TARGETS are exercises (tensors) or targets (tensors.view); none: all. Per target: the mutants
     made, killed by a visible check, killed only by hidden checks, and each survivor as a one-line
-    diff; and the visible checks no mutant fails or that add nothing over another. Mark equivalent
+    diff; the visible checks no mutant fails or that add nothing over another; the reference's lines
+    no check runs, the loops no check runs twice, the lines no mutant changes. Mark equivalent
     mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md): each mark
     is verified by a search of the audit's own around the checks' inputs, and one it tells apart is
     a survivor again.
 
-    Exit status: 0 when every non-equivalent mutant is killed, every mark verified and every visible
-    check kills one, 1 otherwise, 2 when the audit cannot run (a reference that fails its own checks,
-    or a check whose reference raises what it does not expect).
+    Exit status: 0 when every non-equivalent mutant is killed, every mark verified, every visible
+    check kills one and none measures nothing (its reference raises what it does not expect), 1
+    otherwise, 2 when the audit cannot run (a reference that fails its own checks).
     """
     import json
 
