@@ -93,8 +93,8 @@ def one_line_exit_2(result, *words: str) -> str:
     return lines[0]
 
 
-WATCH_LINE = ("torchgrade's call watch cannot start with torch", "TypeError", "incompatible constructor arguments",
-              "install a torch release torchgrade supports", "or report this")
+WATCH_LINE = ("torchgrade's call watch cannot start with torch", "cannot watch every thread",
+              "install a torch release torchgrade supports (torch>=", "or report this")
 
 
 def test_check_with_a_broken_watch_exits_2_with_one_line_saying_what_to_do(broken_watch, course, tmp_path):
