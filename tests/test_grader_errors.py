@@ -68,6 +68,14 @@ def broken_engine(tmp_path_factory):
 
 
 @pytest.fixture
+def no_faults():
+    """No fault, nor verdict, remembered from another test (nor left for the next)."""
+    grader_errors.reset()
+    yield
+    grader_errors.reset()
+
+
+@pytest.fixture
 def fresh_sandboxes(monkeypatch):
     """Zygotes of this test's own (closed after it), and no fault remembered from another test."""
     monkeypatch.setattr(host, "_zygotes", {})
@@ -82,6 +90,7 @@ def fresh_sandboxes(monkeypatch):
 def broken_watch(fresh_sandboxes, broken_engine):
     fresh_sandboxes.setattr(host, "_PACKAGE_ROOT", broken_engine)
     fresh_sandboxes.setattr(isolation, "_ENGINE_DIR", broken_engine / "torchgrade")  # (what bubblewrap binds)
+    return fresh_sandboxes
 
 
 def one_line_exit_2(result, *words: str) -> str:
@@ -97,15 +106,15 @@ WATCH_LINE = ("torchgrade's call watch cannot start with torch", "cannot watch e
               "install a torch release torchgrade supports (torch>=", "or report this")
 
 
-def test_check_with_a_broken_watch_exits_2_with_one_line_saying_what_to_do(broken_watch, course, tmp_path):
+def test_a_broken_watch_is_the_graders_error_in_check_grade_and_the_autograder(broken_watch, course, tmp_path):
+    """One sandbox with the broken engine for the three commands (each start imports torch: seconds)."""
+    # check: exit 2, one line, nothing charged to the student
     result = CliRunner().invoke(main, ["check", "--path", str(ROOT / "reference"), "--assignment", str(course),
                                        "--report", str(tmp_path / "report")])
     one_line_exit_2(result, *WATCH_LINE)
-    assert "FAILED" not in result.output and "called:" not in result.output  # nothing charged to the student
+    assert "FAILED" not in result.output and "called:" not in result.output
 
-
-def test_grade_marks_the_rows_the_broken_watch_hit_as_grader_errors_and_the_class_goes_on(broken_watch, course,
-                                                                                         tmp_path):
+    # grade: the rows the broken watch hit are grader errors, the others are graded, the class goes on
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["grade", str(cls), "--out", str(out), "--device", "cpu", "--assignment",
@@ -114,27 +123,23 @@ def test_grade_marks_the_rows_the_broken_watch_hit_as_grader_errors_and_the_clas
     for name in ("alice", "bob"):
         document = json.loads((out / name / "results.json").read_text())
         jsonschema.validate(document, GRADESCOPE)
-        rows = {t["name"]: t for t in document["tests"]}
-        hit = [t for n, t in rows.items() if "one_hot" in n]
-        assert hit and all(t["status"] == "failed" for t in hit)  # Gradescope's statuses: passed or failed
-        assert all(t["extra_data"]["outcome"] == "error" and "grader error (not your fault" in t["output"]
-                   and "call watch cannot start" in t["output"] for t in hit), hit
+        hit = [t for t in document["tests"] if "one_hot" in t["name"]]
+        assert hit and all(t["extra_data"]["outcome"] == "error" and "grader error (not your fault" in t["output"]
+                           and "call watch cannot start" in t["output"] for t in hit), hit
     alice = json.loads((out / "alice" / "results.json").read_text())
-    assert all(t["extra_data"]["outcome"] == "passed" for t in alice["tests"] if "broadcast_shape" in t["name"])
+    assert [t["extra_data"]["outcome"] for t in alice["tests"] if "broadcast_shape" in t["name"]] == ["passed"]
     JUNIT_XSD.validate(str(out / "junit.xml"))
     assert 'type="error"' in (out / "junit.xml").read_text()
     assert {r["submission"] for r in csv.DictReader((out / "grades.csv").open())} >= {"alice", "bob"}
 
-
-def test_the_autograder_fails_closed_on_a_broken_watch(broken_watch, course, tmp_path):
+    # the Gradescope autograder: fails closed, every target 0 with the reason, valid for Gradescope
     from torchgrade import gradescope
     from torchgrade.config import load_assignment
 
-    assignment = load_assignment(course)
     results = tmp_path / "results" / "results.json"
     student(tmp_path / "submission")
-    status = gradescope_autograde(gradescope, tmp_path / "submission", results, assignment)
-    assert status == 0
+    broken_watch.setattr(gradescope, "prove_level", lambda *args: "process")  # (this machine's level is not the test)
+    assert gradescope.autograde(tmp_path / "submission", results, "cpu", load_assignment(course), [], []) == 0
     document = json.loads(results.read_text())
     jsonschema.validate(document, GRADESCOPE)
     assert document["score"] == 0 and document["tests"]
@@ -142,16 +147,7 @@ def test_the_autograder_fails_closed_on_a_broken_watch(broken_watch, course, tmp
                for t in document["tests"])
 
 
-def gradescope_autograde(gradescope, submission: Path, results: Path, assignment) -> int:
-    prove = gradescope.prove_level
-    gradescope.prove_level = lambda *args: "process"  # (this machine's level is not the test)
-    try:
-        return gradescope.autograde(submission, results, "cpu", assignment, [], [])
-    finally:
-        gradescope.prove_level = prove
-
-
-def test_a_submission_that_breaks_the_watch_itself_is_charged_for_it(fresh_sandboxes, course, tmp_path):
+def test_a_submission_that_breaks_the_watch_itself_is_charged_for_it(no_faults, course, tmp_path):
     folder = student(tmp_path / "mallory", extra=BREAKS_IT_ITSELF)
     result = CliRunner().invoke(main, ["check", "--path", str(folder), "--assignment", str(course),
                                        "--report", str(tmp_path / "report")])
@@ -169,3 +165,21 @@ def test_a_submission_that_breaks_the_watch_itself_is_charged_for_it(fresh_sandb
 def test_a_claim_of_the_wrong_shape_is_the_submissions(reply):
     assert grader_errors.claim(reply) == ("forged", "")
     assert grader_errors.judge(reply, None, "tensors", "view", {}, 1.0, True, False)  # (no canary asked)
+
+
+@pytest.mark.parametrize("reply", [{"grader_fault": {"stage": "watch", "error": "TypeError: incompatible"}},
+                                   {"grader_fault": {"stage": "standin", "error": "RuntimeError: no"}},
+                                   {"sandbox_error": "RuntimeError: Found no NVIDIA driver on your system"}],
+                         ids=["watch", "standin", "inputs"])
+def test_a_claim_that_a_run_without_the_students_code_does_not_confirm_is_the_submissions(no_faults, tmp_path, reply):
+    import torch
+
+    sandbox = host.Sandbox(student(tmp_path / "alice"))
+    request = {"probe": "call", "args": [torch.tensor([0, 2, 1]), 3], "kwargs": {}, "options": {}}
+    try:
+        text = grader_errors.judge(reply, sandbox, "tensors", "one_hot", request, 10.0, True,
+                                   "standin" in str(reply))
+    finally:
+        sandbox.close()
+    assert "a run without your code does not have" in text
+    assert grader_errors.FAULTS == []

@@ -1,9 +1,9 @@
 # ruff: noqa: F821 (appended to a reference module: the names it replaces are defined above it)
 # Attack: make the submission's own failures look like the grader's, to get "grader error (not your
 # fault)" rows and an exit 2 instead of a zero: view raises the very TypeError torch 2.4 gave the call
-# watch; gather's replies are forged as the worker's "grader_fault" kind; one_hot's watch is really
-# broken from the student's process (its arming raises that TypeError); scatter_'s replies claim the
-# sandbox could not take the inputs.
+# watch (its checks that expect a TypeError pass, rightly); gather's replies are forged as the worker's
+# "grader_fault" kind; one_hot's watch is really broken from the student's process (its arming raises
+# that TypeError); scatter_'s replies claim the sandbox could not take the inputs.
 # Holds because: an exception raised in the student's code is a result like any other, and a claim of the
 # grader's failure counts only where a run of a module of the grader's own, without this code, meets it too.
 import sys
