@@ -11,7 +11,10 @@ isolation level. The installation's fault is one that worker meets too; it becom
 Gradescope autograder fails closed). Any other claim is the submission's, and costs it the check.
 
 A student's exception that imitates a grader error (a ``TypeError`` naming ``_ExperimentalConfig``)
-raised inside the student's code is a value of the probe's like any other: it never reaches here.
+raised inside the student's code is a value of the probe's like any other: it never reaches here. A
+probe's own code is tested the same way, by the reference's run of the same probe in this process first
+(differential.reference_outcome: "the reference failed its own probe" is a GraderError); where the probe
+fails only on what the student's code returned, the failure is the student's.
 """
 
 from __future__ import annotations
