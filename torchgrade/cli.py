@@ -110,7 +110,8 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     "rerun:" line prints it (tensors.view::test_infers_the_dimension_given_as_minus_one); none: all.
 
     Exit status: 0 when every graded check passed (checks set aside, such as CUDA ones on a machine
-    without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run.
+    without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run (torchgrade's
+    own installation failed without your code: one line says what).
     """
     from .i18n import set_language, t
     from .sandbox import host, isolation, portable
@@ -123,7 +124,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     # The sandbox imports torch (its start is the longest wait of a first check) while this process
     # imports the rest, checks the course (importing torch too) and collects the checks: started first.
     start_early(assignment.probes_dir, one_module=len({exercise_named(t) for t in targets}) == 1)
-    from . import feedback, refcache, terminal
+    from . import feedback, grader_errors, refcache, terminal
     from .grading import GradingError, grade_submission
     from .report import write_report
     from .results import write_results
@@ -165,6 +166,8 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         _fail(t("sandbox_unavailable", why=" ".join(str(e).split())))
     except GradingError as e:
         _fail(str(e))
+    if grader_errors.FAULTS:  # the installation's fault, met without the student's code: no score to show
+        _fail(grader_errors.FAULTS[0])
     view = feedback.build(grade, assignment, path=str(path) if path else None, assignment_arg=assignment_path)
     terminal.echo(view, verbose=verbose)
     write_results(grade, assignment, report_dir / "results.json")

@@ -31,7 +31,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from . import bounds, sources
+from . import bounds, grader_errors, sources
 from . import compare as comparison
 from .bounds import preview
 from .config import Assignment, Target
@@ -543,8 +543,12 @@ class Differential:
         except SandboxFailure as e:
             kind = "timeout" if isinstance(e, Timeout) else "crashed" if isinstance(e, Died) else "probe"
             raise self.failure(kind, f"{call}\n{e}", SubmissionError) from None
-        if "sandbox_error" in reply:  # it could not take the inputs: the grader's setup, not the student's code
-            raise GraderError(f"the sandbox could not take this check's inputs: {reply['sandbox_error']}")
+        # A failure the sandbox calls the grader's (it could not arm the watch, start the stand-in, take the
+        # inputs) is the installation's only if a run without the student's code meets it too (grader_errors)
+        refuted = grader_errors.judge(reply, self.sandbox, exercise, name, request, self.target.time_limit,
+                                      bool(self.patterns), self.standin)
+        if refuted is not None:
+            raise self.failure("probe", f"{call}\n{refuted}", SubmissionError)
         if "import_error" in reply:
             failure = reply["import_error"]
             text = t("import_error", exercise=exercise, error=failure.get("type")) + f"\n{failure.get('traceback', '')}"

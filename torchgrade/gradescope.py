@@ -473,7 +473,7 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
     """
     import sys
 
-    from . import __version__, refcache
+    from . import __version__, grader_errors, refcache
     from .batch import grade_one
     from .grading import GradingError
     from .results import results_document
@@ -508,8 +508,11 @@ def autograde(submission: Path, results_path: Path, device: str, assignment: Ass
     host.start_early(assignment.probes_dir)
     if outcomes is not None:  # in this trusted process, before any student code: the reference side
         _say(f"reference outcomes ({outcomes}): {refcache.ensure(assignment, device, outcomes)}")
+    grader_errors.reset()
     try:
         grade = grade_one(Submission("submission", found), assignment, device)
+        if grader_errors.FAULTS:  # the installation failed without the student's code: fail closed, as misconfigured
+            raise GradingError(grader_errors.FAULTS[0])
     except GradingError as e:
         message = MISCONFIGURED.format(why=" ".join(str(e).split()), version=__version__)
         _say(message)

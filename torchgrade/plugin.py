@@ -15,6 +15,7 @@ from . import bounds
 from . import config as config_module
 from . import i18n
 from .differential import CheckFailed, Differential, ForbiddenCallFailure, GraderError, SubmissionError
+from .grader_errors import InstallationError
 from .notebook import cell_maps, relabel
 from .sandbox import host
 from .sandbox import standin
@@ -240,7 +241,7 @@ def _message(excinfo: pytest.ExceptionInfo) -> str:
         return str(error)
     if isinstance(error, AssertionError):
         return str(error) or "assertion failed"
-    if isinstance(error, GraderError):  # the course's or the engine's slip, in its own words
+    if isinstance(error, (GraderError, InstallationError)):  # the course's, the engine's or the installation's slip
         return i18n.t("grader_error", error=str(error))
     return i18n.t("grader_error", error=excinfo.exconly())
 

@@ -94,6 +94,8 @@ ATTACKS = (
     Attack("compiled_elsewhere", ("conv.corr2d", "conv.pad2d", "conv.pool2d"), module="conv", message="forbidden call"),
     Attack("inside_a_seen_call", ("tensors.view", "tensors.gather", "tensors.scatter_"), message="forbidden call"),
     Attack("forged_set_aside", ("tensors.gather",), message="incomplete reply"),
+    Attack("imitate_grader_errors", ("tensors.view", "tensors.gather", "tensors.one_hot", "tensors.scatter_"),
+           message="a run without your code does not have", honest=("raises type error",)),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
     Attack("fill_after_watch", ("tensors.one_hot",), honest=("empty result for empty labels", "for invalid labels")),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),

@@ -706,11 +706,12 @@ class Sandbox:
                 if text:
                     self.output[key] = self.output.get(key, "") + text
 
-    def close(self) -> None:
-        """Stop every worker, kill what they left behind, and remove the submission's folders."""
+    def close(self, reset: bool = True) -> None:
+        """Stop every worker, kill what they left behind (not with `reset` False: another sandbox's workers
+        run beside, torchgrade/grader_errors.py), and remove the submission's folders."""
         for exercise in list(self.workers):
             self._retire(exercise)
-        if self._zygote is not None and self._zygote.alive():
+        if reset and self._zygote is not None and self._zygote.alive():
             self._zygote.reset()
         if self._home is not None:
             inbox.remove(self._home)

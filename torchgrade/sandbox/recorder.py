@@ -333,8 +333,12 @@ def _config() -> ProfilerConfig:
     """Operators only (no shapes, stacks, memory), in every thread; built once."""
     from torch._C._profiler import _ExperimentalConfig
 
-    return ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False,
-                          _ExperimentalConfig(profile_all_threads=True))
+    try:
+        every_thread = _ExperimentalConfig(profile_all_threads=True)
+    except TypeError:  # a torch whose profiler sees only its own thread: a student's thread would go unseen
+        raise RuntimeError("this torch's profiler cannot watch every thread (its _ExperimentalConfig has no "
+                           "profile_all_threads)") from None
+    return ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, every_thread)
 
 
 class DispatchWatch:

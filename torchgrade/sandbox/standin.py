@@ -52,6 +52,9 @@ MIXED = "Expected all tensors to be on the same device, but found at least two d
 INDEX_MIXED = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
 #: What torch raises for torch.cuda.* where there is no CUDA (the stand-in does not model torch.cuda's API).
 NO_CUDA = "Torch not compiled with CUDA enabled"
+#: What torch.cuda raises where there is no GPU: a CPU build's NO_CUDA; a CUDA build's (the default wheel on
+#: Linux) on a machine without a driver, or without a device.
+NO_CUDA_MESSAGES = (NO_CUDA, "Found no NVIDIA driver on your system", "No CUDA GPUs are available")
 CALLS_CUDA = "the code calls torch.cuda itself (a random state, a stream, a synchronisation), which needs a real GPU"
 NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 
@@ -440,6 +443,11 @@ def _set_data(tensor: torch.Tensor, data: torch.Tensor) -> None:
     _DATA.__set__(tensor, data)
     if type(tensor) is StandIn:
         tensor.value = data.value
+
+
+def no_cuda(message: str) -> bool:
+    """Whether an exception's message is torch.cuda saying there is no GPU (whatever torch's build)."""
+    return any(text in message for text in NO_CUDA_MESSAGES)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ except ImportError:  # Windows: no rlimits; the portable backend's host enforces
 
 from . import wire
 from .inbox import output_file
-from . import provenance
+from . import provenance, standin
 from .probes import _HARNESS_DIRS, Target, run_probe
 from .linetrace import LineTrace
 from .recorder import CallRecorder, DispatchWatch
@@ -101,12 +101,15 @@ class Session:
         # the audit's coverage of the reference: the lines of this module the request runs (sandbox/linetrace.py)
         trace = LineTrace(self.module.__file__) if request.get("coverage") else None
         try:
-            # torch's profiler only where calls are forbidden (the trusted side says so): it doubles a request's cost
-            with self.dispatch.armed() if request.get("dispatch", True) else contextlib.nullcontext():
-                with trace if trace is not None else contextlib.nullcontext():
-                    outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
-                                        dict(request["options"]), on_standin=bool(request.get("standin")),
-                                        own=self.submission)
+            with contextlib.ExitStack() as stack:
+                fault = self._set_up(stack, request)
+                if fault is not None:
+                    return fault
+                if trace is not None:
+                    stack.enter_context(trace)
+                outcome = run_probe(request["probe"], target, tuple(request["args"]), dict(request["kwargs"]),
+                                    dict(request["options"]), on_standin=bool(request.get("standin")),
+                                    own=self.submission)
                 # The result (values, gradients) is copied into bytes while the watch is still on: what a
                 # thread of the student's does to it before is seen at the dispatcher; after, never sent.
                 body = _encoded(outcome)
@@ -117,6 +120,21 @@ class Session:
             return wire.join(body, {"calls": dict(self.recorder.calls), **(trace.reply() if trace is not None else {})})
         except Exception:  # not a frame of wire's (its encoder replaced): sent as it is, the host refuses it
             return body
+
+    def _set_up(self, stack: contextlib.ExitStack, request: dict) -> bytes | None:
+        """Arm the call watch (torch's profiler, only where calls are forbidden: it doubles a request's cost),
+        then the CUDA stand-in where asked; a failure there, before any student code of this request runs, is
+        answered as the grader's (torchgrade/grader_errors.py, which checks that claim without this process)."""
+        stages = (("watch", self.dispatch.armed() if request.get("dispatch", True) else None),
+                  ("standin", standin.active(self.submission) if request.get("standin") else None))
+        for stage, manager in stages:
+            if manager is None:
+                continue
+            try:
+                stack.enter_context(manager)
+            except Exception as e:
+                return wire.encode({"grader_fault": {"stage": stage, "error": f"{type(e).__name__}: {e}"[:2000]}})
+        return None
 
 
 def _encoded(outcome: dict) -> bytes:

@@ -163,7 +163,8 @@ def test_passes_gradients_back_to_x_through_the_view(check, device):
 
 BROADCAST_SHAPE_ERRORS = {
     "an-entry-that-is-not-a-shape": ((2.5,), ()),
-    "a-negative-size": (((1,), (-1,)), ()),
+    # what torch.broadcast_shapes raises: ValueError in torch 2.13, RuntimeError in 2.7 (the oldest allowed)
+    "a-negative-size": (((1,), (-1,)), ("RuntimeError",)),
 }
 
 

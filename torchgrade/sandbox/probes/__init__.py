@@ -225,7 +225,7 @@ def run_probe(name: str, target: Target, args: tuple, kwargs: dict, options: dic
         except Exception as e:
             if unsupported:  # the probe's own step met what the stand-in cannot model
                 return {"standin_unsupported": unsupported[0]}
-            if standin.NO_CUDA in str(e):
+            if standin.no_cuda(str(e)):
                 return {"standin_unsupported": standin.CALLS_CUDA}
             raise
         if _raised_no_cuda(outcome.get("value")):  # torch.cuda.* called: it needs a real GPU
@@ -244,7 +244,7 @@ def _raised_no_cuda(value: Any) -> bool:
     """Whether an outcome holds an exception raised for calling torch.cuda without CUDA."""
     if isinstance(value, dict):
         if "__raised__" in value:
-            return standin.NO_CUDA in str(value.get("message", ""))
+            return standin.no_cuda(str(value.get("message", "")))
         value = list(value.values())
     return isinstance(value, (list, tuple)) and any(_raised_no_cuda(v) for v in value)
 
