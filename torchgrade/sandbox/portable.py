@@ -45,6 +45,8 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+from . import observer
+
 #: Frame header: the payload's length, 8 bytes, big-endian.
 _HEADER = struct.Struct("!Q")
 #: How often the memory watch looks at each worker's tree.
@@ -395,7 +397,10 @@ class _Child:
         self.log = tempfile.TemporaryFile()  # what it printed before its assignment: why it failed, if it did
         #: It leaves the costly part of the warm-up to the module's code, if it needs it (warmup.LATER).
         self.later = later
-        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC, "later": later})
+        # (the compiled observer by its path: this level's code runs as this user, see SECURITY.md)
+        built = observer.built()
+        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC, "later": later,
+                             "observer": str(built) if built is not None else None})
         # A process group (POSIX) or a console group (Windows) of its own: Ctrl-C is the grader's to handle.
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
@@ -502,6 +507,8 @@ class Spawner:
         why = self._spare.wait_ready(start_timeout)  # proves that a sandbox process can start here at all
         if why:
             raise PortableError(f"the sandbox process did not start: {why}")
+        #: The watch its workers use (torchgrade.sandbox.observer).
+        self.watch = str((self._spare.ready or {}).get("watch") or "")
         threading.Thread(target=self._watch_memory, name="torchgrade-memory-watch", daemon=True).start()
 
     def alive(self) -> bool:
@@ -736,13 +743,16 @@ def main(argv: list[str]) -> None:
 
     from .warmup import prepare
 
-    probes_error = prepare(config.get("probes"), later=not config.get("later"))  # as in the zygote
+    probes_error = prepare(config.get("probes"), later=not config.get("later"),
+                           observer=config.get("observer"))  # as in the zygote
     if probes_error is not None:
         write_frame(channel_out, json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
     from . import worker  # (imported by `prepare`)
     _adopt_orphans()
-    write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    from . import observer
+
+    write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid(), "watch": observer.name()}).encode())
     try:
         assignment = json.loads(read_frame(channel_in, 1 << 20))
     except (EOFError, OSError):
