@@ -603,7 +603,7 @@ class Sandbox:
     @property
     def watch(self) -> str:
         """The watch of torch's dispatcher its workers use (torchgrade.sandbox.observer)."""
-        return getattr(self._zygote, "watch", None) or observer.PROFILER
+        return (getattr(self._zygote, "watch", None) or observer.PROFILER) if self._zygote is not None else ""
 
     @property
     def isolation(self) -> str:

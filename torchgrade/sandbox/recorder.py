@@ -441,6 +441,9 @@ class DispatchWatch:
                 try:
                     yield
                 finally:
+                    if self.compiled is None and self._depth == 1:  # (the observer counts a window at its end)
+                        with _Marker(f"torchgrade::alive::{self.nonce}"):  # the profiler's callbacks still there
+                            pass
                     self._audit(depth)
         finally:
             self.windows += 1
@@ -472,6 +475,8 @@ class DispatchWatch:
                 self.tampered.append("switched the grader's observer off")
         else:
             self._profile(seen)
+            if seen.alive != len(seen.windows):
+                self.tampered.append("cleared the profiler's callbacks")
         if len(seen.windows) != self.windows:
             self.tampered.append("restarted or paused the profiler" if self.compiled is None else
                                  "switched the grader's observer off or cleared its callbacks")
@@ -509,6 +514,9 @@ class Findings:
         self.windows: list[Any] = []
         self.markers = 0
         self.events = 0
+        #: Windows whose closing marker was recorded (RecordFunction's callbacks not cleared inside).
+        self.alive = 0
+        self.alive_marker = window_marker.replace("::watch::", "::alive::")
 
     def visit(self, root: Any, main: bool) -> None:
         """A root event: in the main thread only the student's windows count; in any other, everything."""
@@ -535,6 +543,8 @@ class Findings:
         if name == self.seen_marker:
             self.markers += 1
             seen = True
+        elif name == self.alive_marker and main:
+            self.alive += 1
         elif name.startswith(_EVALUATE):
             # Autograd run inside a backward; or, in the student's thread, started where the mode did not
             # see it (other threads: autograd's own device threads run the nodes of a backward pass).
