@@ -238,7 +238,8 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
     g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
     hit, others = split(g, attack)
     assert g.isolation == level
-    assert g.watch == (observer.PROFILER if os.environ.get(observer.ENV_VAR) == "off" else observer.COMPILED)
+    compiled = os.environ.get(observer.ENV_VAR) != "off" and level != "process"  # (none at process: observer.py)
+    assert g.watch == (observer.COMPILED if compiled else observer.PROFILER)
     assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), others
     deadline = time.monotonic() + 5

@@ -188,3 +188,19 @@ def test_grading_names_its_watch_and_catches_a_hidden_call_with_either(assignmen
     assert graded.watch == (observer.COMPILED if library == "built" else observer.PROFILER)
     assert points["tensors.view"][0] == 0
     assert all(score == top for target, (score, top) in points.items() if target != "tensors.view")
+
+
+def test_a_run_at_level_process_leaves_no_cached_build_behind(tmp_path, monkeypatch):
+    """Its code runs as the grader's user there and could replace the library: a later run must build anew."""
+    monkeypatch.setenv("TORCHGRADE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(observer.ENV_VAR, raising=False)
+    library = observer.folder() / "_torchgrade_observer.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"written by a submission")
+    observer.forget()
+    assert not library.exists()
+    chosen = tmp_path / "operators-own.so"  # one the operator names is theirs to keep
+    chosen.write_bytes(b"x")
+    monkeypatch.setenv(observer.ENV_VAR, str(chosen))
+    observer.forget()
+    assert chosen.exists()

@@ -14,6 +14,8 @@ Where it comes from (the trusted side only; the sandbox never compiles or writes
 - Otherwise the first grading that finds none starts ``build()`` in a detached process and grades with
   Kineto meanwhile: the compile takes 6 s of CPU (15-20 s on a busy 2-core machine), longer than a
   student's whole ``check`` is worth waiting for.
+- At level ``process`` (the portable backend) the profiler watches, and the cached build is removed before
+  and after (``forget``): the student's code runs as this user there and could have replaced it.
 - ``sealed()``: the host copies the built library into a sealed memfd, handed to the zygote (no path of
   the host's inside bwrap, nothing anyone can change after the host read it), which loads it before any
   student code (``load``) and proves it with a canary: an operator inside a window it must report. A
@@ -158,6 +160,14 @@ def sealed() -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def forget() -> None:
+    """Remove the cached build (not one named by TORCHGRADE_OBSERVER, the operator's own): around a run at level
+    process, whose student code runs as this user, so that nothing it could have written is loaded later."""
+    if not os.environ.get(ENV_VAR):
+        with contextlib.suppress(OSError, ImportError):
+            shutil.rmtree(folder(), ignore_errors=True)
 
 
 def load(path: str | None) -> Any:

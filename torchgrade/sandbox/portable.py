@@ -397,10 +397,7 @@ class _Child:
         self.log = tempfile.TemporaryFile()  # what it printed before its assignment: why it failed, if it did
         #: It leaves the costly part of the warm-up to the module's code, if it needs it (warmup.LATER).
         self.later = later
-        # (the compiled observer by its path: this level's code runs as this user, see SECURITY.md)
-        built = observer.built()
-        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC, "later": later,
-                             "observer": str(built) if built is not None else None})
+        config = json.dumps({"probes": probes, "own_ipc": OWN_IPC, "later": later})
         # A process group (POSIX) or a console group (Windows) of its own: Ctrl-C is the grader's to handle.
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
@@ -503,6 +500,9 @@ class Spawner:
         self._stop = threading.Event()
         #: The host's IPC objects before this submission's first worker (what is new after it is removed).
         self._leftovers: Any = None
+        # No compiled observer at this level (the profiler watches), and none kept: the student's code runs as
+        # this user and could write the cache, so a later run at another level must not load what is there.
+        observer.forget()
         self._spare = _Child(plan, env, probes, later)
         why = self._spare.wait_ready(start_timeout)  # proves that a sandbox process can start here at all
         if why:
@@ -626,6 +626,7 @@ class Spawner:
         self._spare = None
         if self._leftovers is not None:
             self._leftovers.remove()
+        observer.forget()  # (what this level's code could have written there is not loaded later)
 
 
 # --- the sandbox side ----------------------------------------------------------------------------
@@ -743,8 +744,7 @@ def main(argv: list[str]) -> None:
 
     from .warmup import prepare
 
-    probes_error = prepare(config.get("probes"), later=not config.get("later"),
-                           observer=config.get("observer"))  # as in the zygote
+    probes_error = prepare(config.get("probes"), later=not config.get("later"))  # as in the zygote
     if probes_error is not None:
         write_frame(channel_out, json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
