@@ -3,7 +3,9 @@
 1. ``CallRecorder``, a ``TorchFunctionMode``: every torch function and Tensor method the student's
    code calls, by its Python name, with the student's line. Python can switch it off
    (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
-2. ``DispatchWatch``: torch's profiler, armed around each request, sees every operator at the
+2. ``DispatchWatch``: a RecordFunction observer armed around each request (the compiled one of
+   ``torchgrade.sandbox.observer`` where the sandbox loaded it, else a Kineto profiler session whose
+   event tree ``Findings`` walks; both compute the same record) sees every operator at the
    dispatcher (RecordFunction), in every thread, whatever Python modes are on; in the probe's
    thread, only during the student's windows (the probe's own work is not looked at). A call the mode
    sees runs with RecordFunction off in its thread: what it runs is its implementation, and
