@@ -204,3 +204,17 @@ def test_a_run_at_level_process_leaves_no_cached_build_behind(tmp_path, monkeypa
     monkeypatch.setenv(observer.ENV_VAR, str(chosen))
     observer.forget()
     assert chosen.exists()
+
+
+def test_the_build_command_says_where_the_observer_is_or_why_there_is_none(monkeypatch):
+    from click.testing import CliRunner
+
+    from torchgrade.cli import main
+
+    path = _built()
+    done = CliRunner().invoke(main, ["observer", "build"])
+    assert done.exit_code == 0 and done.output.strip() == f"built: {path}", done.output
+    monkeypatch.setenv(observer.ENV_VAR, "off")
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    done = CliRunner().invoke(main, ["observer", "build"])
+    assert done.exit_code == 2 and "no C++ compiler (no-such-compiler)" in done.output, done.output
