@@ -332,7 +332,8 @@ def in_envelope(work: Path, repeats: int) -> tuple[str, float, float, int, str, 
             if status:
                 raise RuntimeError(f"torchgrade autograde failed in the envelope (status {status})")
             data = json.loads(results.read_text())
-            line = f"{data['score']:g} / {data['extra_data']['max_score']:g}, isolation {data['extra_data']['isolation']}"
+            line = f"{data['score']:g} / {data['extra_data']['max_score']:g}, isolation {data['extra_data']['isolation']}, " \
+                   f"watch {data['extra_data'].get('watch') or '?'}"
             runs.append((seconds, peak, envelope.last_cpu))
         cpu = (statistics.median(c for _, _, c in runs), statistics.median(c for _, c in torch_runs))
         return (envelope.how, torch_only, statistics.median(s for s, _, _ in runs), max(p for _, p, _ in runs), line,

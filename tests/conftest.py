@@ -26,6 +26,27 @@ def _own_reference_cache(tmp_path_factory):
     os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(tmp_path_factory.mktemp("reference-cache")))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_observer():
+    """The sandbox's compiled watch (torchgrade/sandbox/observer.py), built once per machine into the user's
+    cache (before `_own_reference_cache` moves it) and named for every grading of the session: the tests
+    grade with the watch users get. Where it cannot be built, they grade with the profiler."""
+    import os
+
+    from torchgrade.sandbox import observer
+
+    if os.environ.get(observer.ENV_VAR):
+        return
+    saved = os.environ.pop("TORCHGRADE_CACHE_DIR", None)
+    try:
+        os.environ[observer.ENV_VAR] = str(observer.build())
+    except observer.BuildError:
+        os.environ[observer.ENV_VAR] = "off"
+    finally:
+        if saved is not None:
+            os.environ["TORCHGRADE_CACHE_DIR"] = saved
+
+
 @pytest.fixture(scope="session")
 def assignment():
     return load_assignment(ROOT / "assignment.yaml")

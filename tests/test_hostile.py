@@ -32,7 +32,7 @@ from torchgrade.config import load_assignment
 from torchgrade.grading import grade_submission
 from torchgrade.report import render_report
 from torchgrade.results import results_document
-from torchgrade.sandbox import host, ipc, isolation, portable
+from torchgrade.sandbox import host, ipc, isolation, observer, portable
 from torchgrade.sandbox.host import Sandbox, isolation_level
 
 SECRET_NAME = "TORCHGRADE_TEST_SECRET"
@@ -224,7 +224,7 @@ def available_levels() -> tuple[str, ...]:
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
                "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy",
-               "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside")
+               "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks")
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -238,6 +238,8 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
     g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
     hit, others = split(g, attack)
     assert g.isolation == level
+    compiled = os.environ.get(observer.ENV_VAR) != "off" and level != "process"  # (none at process: observer.py)
+    assert g.watch == (observer.COMPILED if compiled else observer.PROFILER)
     assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
     assert others and all(score == maximum > 0 for score, maximum in others.values()), others
     deadline = time.monotonic() + 5

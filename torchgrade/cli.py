@@ -792,5 +792,23 @@ def init(folder: Path, title: str, notebook: bool) -> None:
     click.echo(f"next: {inside}torchgrade check --path reference   (full marks), then {stub} (the stub: zero)")
 
 
+
+@main.group()
+def observer() -> None:
+    """The sandbox's compiled watch of torch's dispatcher (docs/how-it-works.md)."""
+
+
+@observer.command("build")
+def observer_build() -> None:
+    """Compile it now for this torch and Python (else the first grading starts a build in the background
+    and uses torch's profiler until it is done); needs a C++ compiler and torch's headers."""
+    from .sandbox import observer as compiled
+
+    try:
+        click.echo(f"built: {compiled.build()}")
+    except compiled.BuildError as e:
+        _fail(f"the compiled observer cannot be built here ({e}); grading watches with torch's profiler")
+
+
 if __name__ == "__main__":  # `python -m torchgrade.cli check` works without installing the package
     main()

@@ -89,6 +89,9 @@ if ! "$ROOT/venv/bin/pip" install -q -c "$SOURCE/engine/requirements.lock" "$SOU
   exit 1
 fi
 {lock_down}
+# The sandbox's compiled watch of torch's dispatcher, for this torch (without a C++ compiler, the profiler).
+if command -v apt-get >/dev/null 2>&1; then apt-get install -y -qq g++ >/dev/null 2>&1 || true; fi
+"$ROOT/venv/bin/torchgrade" observer build || echo "setup.sh: grading will watch with torch's profiler" >&2
 # The build's test: the reference must score full marks here, at the isolation level students will get,
 # or the image is not built. It records the reference's outcomes, which every submission then reuses.
 SMOKE="$(mktemp -d)"
@@ -167,7 +170,7 @@ torchgrade = "torchgrade.cli:main"
 include = ["torchgrade*"]
 
 [tool.setuptools.package-data]
-torchgrade = ["templates/*.html", "checks.ini"]
+torchgrade = ["templates/*.html", "checks.ini", "sandbox/observer.cpp"]
 """
 
 

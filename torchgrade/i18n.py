@@ -217,6 +217,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "no_device": {"en": "no device", "zh": "无"},
     "seconds": {"en": "{seconds} s", "zh": "{seconds} 秒"},
     "isolation": {"en": "isolation: {isolation}", "zh": "隔离方式：{isolation}"},
+    "watch": {"en": "watch: {watch}", "zh": "调用监视：{watch}"},
     "isolation_process": {
         "en": "Graded at isolation 'process', without a sandbox between submissions: this score could have been "
               "forged by another submission graded in the same run (see SECURITY.md).",

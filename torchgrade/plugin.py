@@ -379,6 +379,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
                   devices=state.graded_devices(), standin=state.standin if any(r.standin for r in state.results) else "",
                   isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level(),
+                  watch=state._sandbox.watch if state._sandbox is not None else "",
                   hidden_output="\n".join(hidden))
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")

@@ -131,6 +131,7 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
         "output_format": "text",
         "extra_data": {
             "max_score": grade.max_score, "submission": grade.submission, "isolation": grade.isolation,
+            "watch": grade.watch,
             "devices": grade.devices, "assignment": assignment.title, "version": __version__,
             "cuda_standin": grade.standin or None,
             "copy": "instructor" if instructor else "student",
@@ -182,6 +183,7 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
     return Grade(submission=meta.get("submission", default_name), tests=everything,
                  execution_time=float(data.get("execution_time", 0.0)), output=output,
                  devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"),
+                 watch=meta.get("watch", ""),
                  standin=meta.get("cuda_standin") or "",
                  hidden_output=meta.get("hidden_output", ""), adjustments=adjustments)
 

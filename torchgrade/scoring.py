@@ -45,6 +45,8 @@ class Grade:
     output: str = ""
     devices: list[str] = field(default_factory=list)
     isolation: str = "process"
+    #: What watched torch's dispatcher for forbidden calls ("compiled observer", "profiler"; "" when unknown).
+    watch: str = ""
     #: The course's cuda_standin policy where the CUDA checks were graded on the stand-in ("score" or
     #: "warn"), else "" (graded on a GPU, or set aside).
     standin: str = ""

@@ -100,6 +100,8 @@ ATTACKS = (
     Attack("fill_after_watch", ("tensors.one_hot",), honest=("empty result for empty labels", "for invalid labels")),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
            message="may not switch off the grader's call recorder"),
+    Attack("clear_callbacks", ("tensors.view", "tensors.gather"),
+           message="may not switch off the grader's call recorder"),
     Attack("switch_after_a_lazy_import", ("tensors.broadcast_to",), message="expand"),
     # Crashing or leaving: each costs only the attacked target (or, at import, the module).
     Attack("exit_at_import", ("tensors",), untouched=("conv.conv_output_size",), message="SystemExit"),

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import inbox, isolation
+from . import inbox, isolation, observer
 from .exits import describe_exit
 from .inbox import output_file
 from .isolation import IsolationError, Plan
@@ -122,17 +122,22 @@ class Zygote:
         prefix = plan.prefix
         if probes and prefix:  # the course's probes, read-only, and nothing else of the course
             prefix += ("--ro-bind", probes, isolation.COURSE_PROBES)
-        config = {"user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
+        # The compiled watch, if built: sealed in memory, no path of ours inside (torchgrade.sandbox.observer)
+        watch = None if level_only else observer.sealed()
+        config = {"observer": f"/proc/self/fd/{watch}" if watch is not None else None,
+                  "user": list(plan.user) if plan.user else None, "clean": list(plan.clean),
                   "clean_all": plan.clean_all, "level_only": level_only, "own_ipc": not plan.prefix,
                   "shm_bytes": isolation.TMPFS_BYTES, "later": later,
                   "probes": (isolation.COURSE_PROBES if plan.prefix else probes) if probes else None}
         self._log = tempfile.TemporaryFile()  # the zygote's own output: why it failed to start, if it did
         self.process = subprocess.Popen(
             [*prefix, sys.executable, "-m", "torchgrade.sandbox.zygote", str(theirs.fileno()), json.dumps(config)],
-            pass_fds=[theirs.fileno()], env=sandbox_env(plan), cwd=plan.inbox, stdin=subprocess.DEVNULL,
+            pass_fds=[theirs.fileno(), *([watch] if watch is not None else [])], env=sandbox_env(plan), cwd=plan.inbox, stdin=subprocess.DEVNULL,
             stdout=self._log, stderr=self._log, start_new_session=True,
         )
         theirs.close()
+        if watch is not None:
+            os.close(watch)
         try:
             hello = self._receive(ZYGOTE_START_S)
         except ZygoteGone:
@@ -145,6 +150,8 @@ class Zygote:
         if not hello.get("user_ok", True):
             self.close()
             raise ZygoteGone(f"the sandbox user cannot run Python here: {hello.get('why')}")
+        #: The watch its workers use ("compiled observer" or "profiler": torchgrade.sandbox.observer).
+        self.watch = str(hello.get("watch") or observer.PROFILER)
 
     def _log_tail(self) -> str:
         self._log.seek(0, os.SEEK_END)
@@ -599,6 +606,11 @@ class Sandbox:
         self._home: Path | None = None
         self._spawned = 0
         self._running: Worker | None = None
+
+    @property
+    def watch(self) -> str:
+        """The watch of torch's dispatcher its workers use (torchgrade.sandbox.observer)."""
+        return (getattr(self._zygote, "watch", None) or observer.PROFILER) if self._zygote is not None else ""
 
     @property
     def isolation(self) -> str:

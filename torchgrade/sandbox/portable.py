@@ -45,6 +45,8 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+from . import observer
+
 #: Frame header: the payload's length, 8 bytes, big-endian.
 _HEADER = struct.Struct("!Q")
 #: How often the memory watch looks at each worker's tree.
@@ -498,10 +500,15 @@ class Spawner:
         self._stop = threading.Event()
         #: The host's IPC objects before this submission's first worker (what is new after it is removed).
         self._leftovers: Any = None
+        # No compiled observer at this level (the profiler watches), and none kept: the student's code runs as
+        # this user and could write the cache, so a later run at another level must not load what is there.
+        observer.forget()
         self._spare = _Child(plan, env, probes, later)
         why = self._spare.wait_ready(start_timeout)  # proves that a sandbox process can start here at all
         if why:
             raise PortableError(f"the sandbox process did not start: {why}")
+        #: The watch its workers use (torchgrade.sandbox.observer).
+        self.watch = str((self._spare.ready or {}).get("watch") or "")
         threading.Thread(target=self._watch_memory, name="torchgrade-memory-watch", daemon=True).start()
 
     def alive(self) -> bool:
@@ -619,6 +626,7 @@ class Spawner:
         self._spare = None
         if self._leftovers is not None:
             self._leftovers.remove()
+        observer.forget()  # (what this level's code could have written there is not loaded later)
 
 
 # --- the sandbox side ----------------------------------------------------------------------------
@@ -742,7 +750,9 @@ def main(argv: list[str]) -> None:
         return
     from . import worker  # (imported by `prepare`)
     _adopt_orphans()
-    write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    from . import observer
+
+    write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid(), "watch": observer.name()}).encode())
     try:
         assignment = json.loads(read_frame(channel_in, 1 << 20))
     except (EOFError, OSError):

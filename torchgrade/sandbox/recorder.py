@@ -3,7 +3,9 @@
 1. ``CallRecorder``, a ``TorchFunctionMode``: every torch function and Tensor method the student's
    code calls, by its Python name, with the student's line. Python can switch it off
    (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
-2. ``DispatchWatch``: torch's profiler, armed around each request, sees every operator at the
+2. ``DispatchWatch``: a RecordFunction observer armed around each request (the compiled one of
+   ``torchgrade.sandbox.observer`` where the sandbox loaded it, else a Kineto profiler session whose
+   event tree ``Findings`` walks; both compute the same record) sees every operator at the
    dispatcher (RecordFunction), in every thread, whatever Python modes are on; in the probe's
    thread, only during the student's windows (the probe's own work is not looked at). A call the mode
    sees runs with RecordFunction off in its thread: what it runs is its implementation, and
@@ -43,7 +45,7 @@ from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
 from ..forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
-from . import arrays, provenance
+from . import arrays, observer, provenance
 from .entries import CONVERTERS, entries
 
 #: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
@@ -54,7 +56,7 @@ _EVALUATE = "autograd::engine::evaluate_function: "
 _BUILTIN_NODE = re.compile(r"(Backward\d+|^torch::autograd::.*)$")
 #: The profiler's switches, replaced in every module that holds them by ones that refuse while armed.
 _SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_profiler", "_disable_profiler_legacy",
-             "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler")
+             "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler", "_clear_callbacks")
 _A = torch._C._autograd
 _REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
@@ -83,6 +85,8 @@ class CallRecorder(TorchFunctionMode):
         self.calls: dict[str, str] = {}
         #: The marker name around each call (set while a DispatchWatch is armed), and how many it made.
         self.marker: str | None = None
+        #: What makes a marker: torch's (Kineto sees it) or the compiled observer's (DispatchWatch).
+        self.range: Any = _Marker
         self.marked = 0
         #: torch's Python frames (by the id of their code) already named in `calls`.
         self._named: set[int] = set()
@@ -121,7 +125,7 @@ class CallRecorder(TorchFunctionMode):
                 finally:
                     _REAL["_enable_record_function"](True)
             self.marked += 1
-            with _Marker(self.marker):
+            with self.range(self.marker):
                 return func(*args, **(kwargs or {}))
         finally:
             sys.setprofile(previous)
@@ -242,17 +246,20 @@ def student_line(frame: Any, submission: str) -> str:
 
 
 class _Guard:
-    """Stands in for one of the profiler's switches: refuses, and says so, while a request is watched."""
+    """Stands in for one of the watch's switches (the profiler's, the compiled observer's): refuses, and
+    says so, while a request is watched."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, real: Any = None, owner: str = "torch.autograd"):
         self.name = name
         self.__name__ = name
+        self.real = real if real is not None else _REAL[name]
+        self.owner = owner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _armed is not None:
-            _armed.tampered.append(f"called torch.autograd.{self.name}")
-            raise RuntimeError(f"torch.autograd.{self.name} is the grader's while a check runs")
-        return _REAL[self.name](*args, **kwargs)
+            _armed.tampered.append(f"called {self.owner}.{self.name}")
+            raise RuntimeError(f"{self.owner}.{self.name} is the grader's while a check runs")
+        return self.real(*args, **kwargs)
 
 
 _armed: DispatchWatch | None = None
@@ -271,6 +278,9 @@ def guard_switches() -> None:
             if name is not None and value is _REAL[name]:
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(module, attr, _Guard(name))
+    if observer.module is not None:  # the compiled observer's own switches (the grader keeps the real ones)
+        for name, real in observer.functions.items():
+            setattr(observer.module, name, _Guard(name, real, "the grader's observer"))
 
 
 class _Refused:
@@ -341,11 +351,30 @@ def _config() -> ProfilerConfig:
     return ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, every_thread)
 
 
+class _Range:
+    """A named range of the compiled observer's (torch's _RecordFunctionFast records only under a profiler)."""
+
+    __slots__ = ("name", "token")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.token = observer.functions["enter"](self.name)
+
+    def __exit__(self, *exc: Any) -> None:
+        observer.functions["leave"](self.token)
+
+
 class DispatchWatch:
-    """The profiler armed around one request; afterwards, what ran unseen by the mode joins its record."""
+    """The watch armed around one request (the compiled observer where the sandbox loaded one, else a
+    Kineto profiler session); afterwards, what ran unseen by the mode joins its record."""
 
     def __init__(self, mode: CallRecorder):
         self.mode = mode
+        #: The compiled observer's functions, else None: the profiler watches (torchgrade.sandbox.observer).
+        self.compiled = observer.functions if observer.module is not None else None
+        self.range = _Range if self.compiled is not None else _Marker
         self.nonce = secrets.token_hex(8)
         self.tampered: list[str] = []
         self.windows = 0
@@ -361,17 +390,21 @@ class DispatchWatch:
         global _armed
         self.tampered = []
         self.windows = 0
-        with _quiet_stderr():
-            _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
-            _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
-        with _Marker(f"torchgrade::armed::{self.nonce}"):  # names this thread in the profiler's record
-            pass
+        if self.compiled is not None:  # (it tells the arming thread by its id)
+            self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN)
+        else:
+            with _quiet_stderr():
+                _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
+                _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
+            with _Marker(f"torchgrade::armed::{self.nonce}"):  # names this thread in the profiler's record
+                pass
         # In this thread only the student's windows count: the probe's own operators around them are
         # not recorded at all (the profiler's cost is per event). Other threads are recorded whole.
         _REAL["_enable_record_function"](False)
         _armed = self
         arrays.arm(self, self.mode.submission)
         self.mode.marker = f"torchgrade::seen::{self.nonce}"
+        self.mode.range = self.range
         self.mode.marked = 0
         try:
             yield
@@ -410,10 +443,13 @@ class DispatchWatch:
             _REAL["_enable_record_function"](True)
             sys.setprofile(arrays.profile)  # calls into numpy's code (torchgrade.sandbox.arrays)
         try:
-            with _Marker(f"torchgrade::watch::{self.nonce}"), self.mode:
+            with self.range(f"torchgrade::watch::{self.nonce}"), self.mode:
                 try:
                     yield
                 finally:
+                    if self.compiled is None and self._depth == 1:  # (the observer counts a window at its end)
+                        with _Marker(f"torchgrade::alive::{self.nonce}"):  # the profiler's callbacks still there
+                            pass
                     self._audit(depth)
         finally:
             self.windows += 1
@@ -438,6 +474,29 @@ class DispatchWatch:
 
     def _collect(self) -> None:
         seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
+        if self.compiled is not None:
+            names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
+            seen.names, seen.windows = list(names), [None] * windows
+            if not armed:
+                self.tampered.append("switched the grader's observer off")
+        else:
+            self._profile(seen)
+            if seen.alive != len(seen.windows):
+                self.tampered.append("cleared the profiler's callbacks")
+        if len(seen.windows) != self.windows:
+            self.tampered.append("restarted or paused the profiler" if self.compiled is None else
+                                 "switched the grader's observer off or cleared its callbacks")
+        self.events = seen.events
+        if seen.markers != self.mode.marked:
+            self.tampered.append("made markers of the recorder's own")
+        calls = self.mode.calls
+        for name in seen.names:
+            calls.setdefault(name, DISPATCHER)
+        if self.tampered:
+            calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
+
+    def _profile(self, seen: Findings) -> None:
+        """Stop the profiler and walk its record."""
         try:
             with _quiet_stderr():
                 result = _REAL["_disable_profiler"]()
@@ -449,16 +508,6 @@ class DispatchWatch:
                 seen.visit(root, main=root.start_tid == main)
         except Exception as e:  # the profiler broken from inside
             self.tampered.append(f"broke the profiler ({type(e).__name__})")
-        if len(seen.windows) != self.windows:
-            self.tampered.append("restarted or paused the profiler")
-        self.events = seen.events
-        if seen.markers != self.mode.marked:
-            self.tampered.append("made markers of the recorder's own")
-        calls = self.mode.calls
-        for name in seen.names:
-            calls.setdefault(name, DISPATCHER)
-        if self.tampered:
-            calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
 
 
 class Findings:
@@ -471,6 +520,9 @@ class Findings:
         self.windows: list[Any] = []
         self.markers = 0
         self.events = 0
+        #: Windows whose closing marker was recorded (RecordFunction's callbacks not cleared inside).
+        self.alive = 0
+        self.alive_marker = window_marker.replace("::watch::", "::alive::")
 
     def visit(self, root: Any, main: bool) -> None:
         """A root event: in the main thread only the student's windows count; in any other, everything."""
@@ -497,6 +549,8 @@ class Findings:
         if name == self.seen_marker:
             self.markers += 1
             seen = True
+        elif name == self.alive_marker and main:
+            self.alive += 1
         elif name.startswith(_EVALUATE):
             # Autograd run inside a backward; or, in the student's thread, started where the mode did not
             # see it (other threads: autograd's own device threads run the nodes of a backward pass).

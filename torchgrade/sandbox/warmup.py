@@ -87,9 +87,10 @@ def importing() -> Iterator[None]:
             gc.enable()
 
 
-def prepare(probes: str | None, later: bool = True) -> str | None:
+def prepare(probes: str | None, later: bool = True, observer: str | None = None) -> str | None:
     """A sandbox process before any student code: torch and the worker imported, the course's trusted
-    probes loaded, the warm-up done (`later`: its costly part too), the profiler's switches made the
+    probes loaded, the warm-up done (`later`: its costly part too), the compiled observer loaded from
+    the host's `observer` path and proven (torchgrade.sandbox.observer), the watch's switches made the
     recorder's (see torchgrade.sandbox.recorder); all inside `importing()`. Returns why the probes did not
     load, if so."""
     with importing():
@@ -107,6 +108,9 @@ def prepare(probes: str | None, later: bool = True) -> str | None:
         if not later:
             seed_as_dynamo_will()
         entries()  # torch's entry points named once, for every worker forked from here
+        from . import observer as compiled
+
+        compiled.load(observer)
         guard_switches()
         guard_kernel_entries()
         watch_numpy_allocator()

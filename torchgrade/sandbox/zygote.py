@@ -226,14 +226,15 @@ def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> 
     # one module ("later"), the costliest wait until the host says more is coming (a spawn or "warm"
     # with "warm": true), and come after the reply, while the worker runs.
     cold = bool(config.get("later"))
-    probes_error = prepare(config.get("probes"), later=not cold)
+    probes_error = prepare(config.get("probes"), later=not cold, observer=config.get("observer"))
     if probes_error is not None:
         control.send(json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
-    from torchgrade.sandbox import worker
+    from torchgrade.sandbox import observer, worker
 
     why = check_user(user)
-    control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why}).encode())
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), "user_ok": not why, "why": why,
+                             "watch": observer.name()}).encode())
     workers: set[int] = set()
     try:
         while True:

@@ -1,0 +1,211 @@
+// torchgrade's compiled watch: a RecordFunction observer that computes, while a request runs, what
+// torchgrade.sandbox.recorder.Findings computes from a Kineto profile afterwards (see observer.py).
+//
+// A plain CPython module (no pybind11, no torch/extension.h): it compiles in seconds. Per event it keeps
+// one byte of context on a thread-local stack: whether the event is inside what counts (a window in
+// the arming thread; anything in another thread), inside a `seen` marker or a builtin operator, inside
+// an autograd node's evaluation.
+#include <Python.h>
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr unsigned char ACTIVE = 1, SEEN = 2, EVALUATING = 4;
+constexpr const char* EVALUATE = "autograd::engine::evaluate_function: ";
+
+std::string window_marker, seen_marker;  // set by arm (the nonce is secret)
+std::vector<std::string> builtin;        // recorder._BUILTIN
+std::thread::id main_thread;
+std::atomic<uint64_t> generation{0};
+std::atomic<bool> armed{false};
+std::atomic<long> windows{0}, markers{0}, events{0};
+std::mutex names_lock;
+std::vector<std::string> names;
+std::set<std::string> named;
+bool registered = false;
+at::CallbackHandle handle = 0;
+
+struct Stack {
+  uint64_t generation = 0;
+  std::vector<unsigned char> contexts;
+};
+thread_local Stack stack;
+
+struct Frame : at::ObserverContext {
+  Frame(uint64_t g, size_t d, bool w) : generation(g), depth(d), window(w) {}
+  uint64_t generation;
+  size_t depth;  // the stack's size before this event (an outer range ended first ends what it holds)
+  bool window;
+};
+
+void add(const char* name) {
+  std::lock_guard<std::mutex> guard(names_lock);
+  if (named.insert(name).second) names.emplace_back(name);
+}
+
+bool ends_with(const char* s, size_t n, const char* suffix) {
+  size_t m = std::strlen(suffix);
+  return n >= m && std::memcmp(s + n - m, suffix, m) == 0;
+}
+
+// recorder._BUILTIN_NODE: `Backward<digits>` at the end, or torch::autograd's own nodes.
+bool builtin_node(const char* node) {
+  if (std::strncmp(node, "torch::autograd::", 17) == 0) return true;
+  size_t n = std::strlen(node), digits = 0;
+  while (digits < n && node[n - 1 - digits] >= '0' && node[n - 1 - digits] <= '9') ++digits;
+  return digits > 0 && ends_with(node, n - digits, "Backward");
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!armed.load(std::memory_order_acquire)) return nullptr;
+  uint64_t g = generation.load(std::memory_order_acquire);
+  if (stack.generation != g) {  // a new request: what this thread had open belongs to an earlier one
+    stack.generation = g;
+    stack.contexts.clear();
+  }
+  bool main = std::this_thread::get_id() == main_thread;
+  unsigned char parent = stack.contexts.empty() ? (main ? 0 : ACTIVE) : stack.contexts.back();
+  unsigned char child = parent;
+  bool window = false;
+  const char* name = fn.name();
+  events.fetch_add(1, std::memory_order_relaxed);
+  if (!(parent & ACTIVE)) {  // the probe's own thread, outside the student's windows
+    if (window_marker == name) {
+      child = ACTIVE;
+      window = true;
+    } else if (seen_marker == name) {
+      markers.fetch_add(1);  // a marker outside a window: not the recorder's
+    }
+  } else if (seen_marker == name) {
+    markers.fetch_add(1);
+    child |= SEEN;
+  } else if (std::strncmp(name, EVALUATE, std::strlen(EVALUATE)) == 0) {
+    // Autograd run inside a backward; or, in the student's thread, started where the mode did not see it.
+    if ((parent & EVALUATING) || (main && !(parent & SEEN))) {
+      add("backward");
+      add("grad");
+    }
+    child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? SEEN : 0);
+  } else if (const char* sep = std::strstr(name, "::")) {
+    std::string space(name, sep - name);
+    for (const auto& b : builtin) {
+      if (b == space) {
+        if (!(parent & SEEN)) add(sep + 2);
+        child |= SEEN;  // what an operator runs inside is its implementation
+        break;
+      }
+    }
+  }
+  stack.contexts.push_back(child);
+  return std::make_unique<Frame>(g, stack.contexts.size() - 1, window);
+}
+
+void on_end(const at::RecordFunction&, at::ObserverContext* context) {
+  auto* frame = static_cast<Frame*>(context);
+  if (frame == nullptr || frame->generation != stack.generation || stack.contexts.size() <= frame->depth) return;
+  stack.contexts.resize(frame->depth);
+  if (frame->window && frame->generation == generation.load()) windows.fetch_add(1);  // whole windows only
+}
+
+// A named range (the grader's markers): torch's _RecordFunctionFast records only while a profiler is on.
+struct Marker {
+  explicit Marker(const char* n) : name(n), range(at::RecordScope::USER_SCOPE) {
+    if (range.isActive()) range.before(std::string_view(name));  // (RecordFunction keeps the view)
+  }
+  std::string name;
+  at::RecordFunction range;
+};
+
+void drop_marker(PyObject* capsule) {
+  delete static_cast<Marker*>(PyCapsule_GetPointer(capsule, "torchgrade.marker"));  // (ends it if open)
+}
+
+PyObject* enter(PyObject*, PyObject* name) {
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr) return nullptr;
+  return PyCapsule_New(new Marker(text), "torchgrade.marker", drop_marker);
+}
+
+PyObject* leave(PyObject*, PyObject* capsule) {
+  auto* marker = static_cast<Marker*>(PyCapsule_GetPointer(capsule, "torchgrade.marker"));
+  if (marker == nullptr) return nullptr;
+  marker->range.end();
+  Py_RETURN_NONE;
+}
+
+PyObject* arm(PyObject*, PyObject* args) {
+  const char *window, *seen;
+  PyObject* spaces;
+  if (!PyArg_ParseTuple(args, "ssO!", &window, &seen, &PyTuple_Type, &spaces)) return nullptr;
+  std::vector<std::string> parsed;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(spaces); ++i) {
+    const char* s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(spaces, i));
+    if (s == nullptr) return nullptr;
+    parsed.emplace_back(s);
+  }
+  armed.store(false);
+  // (cleared by someone else: removing it again would print a warning into the student's output)
+  if (registered && at::hasGlobalCallbacks()) at::removeCallback(handle);
+  window_marker = window;
+  seen_marker = seen;
+  builtin = std::move(parsed);
+  main_thread = std::this_thread::get_id();
+  windows = 0;
+  markers = 0;
+  events = 0;
+  {
+    std::lock_guard<std::mutex> guard(names_lock);
+    names.clear();
+    named.clear();
+  }
+  generation.fetch_add(1);
+  handle = at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end).needsInputs(false));
+  registered = true;
+  armed.store(true, std::memory_order_release);
+  Py_RETURN_NONE;
+}
+
+// (names, windows, markers, events, was armed): the watch stops; a second call finds it stopped.
+PyObject* collect(PyObject*, PyObject*) {
+  bool was = armed.exchange(false);
+  if (registered && at::hasGlobalCallbacks()) at::removeCallback(handle);
+  registered = false;
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  {
+    std::lock_guard<std::mutex> guard(names_lock);
+    for (const auto& n : names) {
+      PyObject* s = PyUnicode_FromString(n.c_str());
+      if (s == nullptr || PyList_Append(list, s) < 0) {
+        Py_XDECREF(s);
+        Py_DECREF(list);
+        return nullptr;
+      }
+      Py_DECREF(s);
+    }
+  }
+  return Py_BuildValue("(NlllO)", list, windows.load(), markers.load(), events.load(), was ? Py_True : Py_False);
+}
+
+PyMethodDef methods[] = {
+    {"arm", arm, METH_VARARGS, "arm(window_marker, seen_marker, builtin_namespaces): watch from now on"},
+    {"enter", enter, METH_O, "enter(name) -> token: a named range opens in this thread"},
+    {"leave", leave, METH_O, "leave(token): that range closes"},
+    {"collect", collect, METH_NOARGS, "collect() -> (names, windows, markers, events, armed): stop watching"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_torchgrade_observer", nullptr, -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__torchgrade_observer() { return PyModule_Create(&module); }
