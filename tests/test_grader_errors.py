@@ -1,6 +1,6 @@
 """The grader's own failures are never charged to a student (torchgrade/grader_errors.py).
 
-The call watch is broken on purpose, as torch 2.4 broke it (``_ExperimentalConfig`` refused with a
+The call watch (the profiler's, as where no compiled observer is built) is broken on purpose, as torch 2.4 broke it (``_ExperimentalConfig`` refused with a
 TypeError when the watch arms): the sandbox runs a copy of the engine in which torch's profiler config
 cannot be made (`host._PACKAGE_ROOT`, the engine the zygote imports, and what bubblewrap binds), while this process stays the real
 one. Then `check` exits 2 with one line, `grade` marks the rows it hit as grader errors and grades the
@@ -88,6 +88,7 @@ def fresh_sandboxes(monkeypatch):
 
 @pytest.fixture
 def broken_watch(fresh_sandboxes, broken_engine):
+    fresh_sandboxes.setenv("TORCHGRADE_OBSERVER", "off")  # the profiler watches, as where no compiler is
     fresh_sandboxes.setattr(host, "_PACKAGE_ROOT", broken_engine)
     fresh_sandboxes.setattr(isolation, "_ENGINE_DIR", broken_engine / "torchgrade")  # (what bubblewrap binds)
     return fresh_sandboxes
@@ -147,7 +148,8 @@ def test_a_broken_watch_is_the_graders_error_in_check_grade_and_the_autograder(b
                for t in document["tests"])
 
 
-def test_a_submission_that_breaks_the_watch_itself_is_charged_for_it(no_faults, course, tmp_path):
+def test_a_submission_that_breaks_the_watch_itself_is_charged_for_it(fresh_sandboxes, course, tmp_path):
+    fresh_sandboxes.setenv("TORCHGRADE_OBSERVER", "off")  # (the compiled observer takes no config to break)
     folder = student(tmp_path / "mallory", extra=BREAKS_IT_ITSELF)
     result = CliRunner().invoke(main, ["check", "--path", str(folder), "--assignment", str(course),
                                        "--report", str(tmp_path / "report")])
