@@ -143,9 +143,11 @@ def test_a_weak_course_reports_exactly_the_survivors_its_checks_let_through(tmp_
                                       "ops.py:6: def scale(x, factor=2):  →  def scale(x, factor=3):"}
     assert diffs(scale, "visible") == {"ops.py:9: if factor < 0:  →  if factor >= 0:",
                                        "ops.py:11: return x * factor  →  return x / factor",
-                                       "ops.py:11: return x * factor  →  return x * factor.detach()"}  # (an int)
-    assert (scale["made"], scale["graded"], scale["survived"], scale["killed_hidden_only"]) == (11, 11, 6, 2)
-    assert scale["killed_visible"] == 3
+                                       "ops.py:11: return x * factor  →  return x * factor.detach()",  # (an int)
+                                       "ops.py:11: return x * factor  →  return x",  # an input returned
+                                       "ops.py:11: return x * factor  →  return factor"}
+    assert (scale["made"], scale["graded"], scale["survived"], scale["killed_hidden_only"]) == (13, 13, 6, 2)
+    assert scale["killed_visible"] == 5
     assert diffs(first, "hidden") == {"ops.py:18: return x[0]  →  return x[-1]", "ops.py:18: return x[0]  →  return x[1]"}
     assert first["survived"] == first["killed_visible"] == 0
     # the visible checks that do not tell the truth
@@ -288,7 +290,7 @@ def test_seed_and_max_per_target_pick_the_same_mutants_each_time(tmp_path):
                                                   "ops.scale"))["ops.scale"]["mutants"]} for _ in range(2)]
     assert picked[0] == picked[1] and len(picked[0]) == 3
     data = by_target(audited("--assignment", course, "--max-per-target", 3, "--seed", 7, "ops.scale"))
-    assert set(data) == {"ops.scale"} and data["ops.scale"]["made"] == 11
+    assert set(data) == {"ops.scale"} and data["ops.scale"]["made"] == 13
 
 
 def test_a_reference_that_fails_its_own_check_stops_the_audit_naming_the_check(tmp_path):
