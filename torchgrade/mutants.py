@@ -364,6 +364,12 @@ class _Maker:
         return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) and id(n) not in own
                    for loop in self.loops_around(stmt) for n in ast.walk(loop))
 
+    def scalar(self, name: str, stmt: ast.stmt) -> bool:
+        """Whether `name` is first bound, in the def around `stmt`, to a number (``n = 0``, ``k = len(s) - 1``)."""
+        first = next((n for n in ast.walk(self.scope(stmt)) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets)), None)
+        return first is not None and _number(first.value)
+
     def statement_of(self, node: ast.AST) -> ast.stmt | None:
         while node is not None and not isinstance(node, ast.stmt):
             node = self.parents.get(node)
@@ -376,12 +382,15 @@ class _Maker:
             self.delete(node)
             if isinstance(node, (ast.If, ast.While)):
                 self.negate(node.test)
+            # (on a number or a string, in place and out of place are the same: neither is made)
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                     and isinstance(node.value, ast.BinOp) and type(node.value.op) in _INPLACE \
-                    and isinstance(node.value.left, ast.Name) and node.value.left.id == node.targets[0].id:
+                    and isinstance(node.value.left, ast.Name) and node.value.left.id == node.targets[0].id \
+                    and not self.scalar(node.targets[0].id, node):
                 self.add("inplace", node, ast.AugAssign(node.targets[0], node.value.op, node.value.right))
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and type(node.op) in _INPLACE \
-                    and not any(isinstance(n, ast.JoinedStr) for n in ast.walk(node)):
+                    and not any(isinstance(n, ast.JoinedStr) for n in ast.walk(node)) \
+                    and not self.scalar(node.target.id, node):
                 load = ast.Name(node.target.id, ast.Load())
                 self.add("outplace", node, f"{node.target.id} = {ast.unparse(ast.BinOp(load, node.op, node.value))}")
             if isinstance(node, ast.Return) and isinstance(node.value, (ast.Call, ast.BinOp)) \
@@ -599,6 +608,26 @@ def _operands(node: ast.expr) -> list[str]:
         found = _operands(node.func.value) if isinstance(node.func, ast.Attribute) else []
         return found + [n for a in node.args if isinstance(a, (ast.Name, ast.Call, ast.BinOp)) for n in _operands(a)]
     return []
+
+
+#: Calls that give a Python number.
+_NUMBER_CALLS = {"len", "int", "float", "abs", "round", "item", "numel", "dim", "max", "min", "sum", "index"}
+
+
+def _number(node: ast.expr) -> bool:
+    """Whether an expression evaluates to a Python number, as far as its text shows."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _number(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _number(node.left) and _number(node.right)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name in _NUMBER_CALLS and (name not in ("max", "min", "sum", "abs", "round")
+                                          or all(_number(a) for a in node.args))
+    return False
 
 
 def _is_negative_constant(node: ast.expr) -> bool:
