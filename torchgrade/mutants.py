@@ -380,7 +380,9 @@ class _Maker:
     def more(self, node: ast.AST) -> None:
         if isinstance(node, ast.stmt):
             self.delete(node)
-            if isinstance(node, (ast.If, ast.While)):
+            if isinstance(node, (ast.If, ast.While)) and not all(  # (not where it only words an error message)
+                    isinstance(st, (ast.Assign, ast.AugAssign)) and any(isinstance(n, ast.JoinedStr) for n in ast.walk(st))
+                    for st in node.body + node.orelse):
                 self.negate(node.test)
             # (on a number or a string, in place and out of place are the same: neither is made)
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
