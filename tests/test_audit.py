@@ -730,6 +730,11 @@ def test_kinds_equivalent_by_construction_are_not_made(tmp_path):
             if labels.numel() == 0:
                 return labels.new_zeros(tuple(labels.shape) + (n,))
             pass
+            message = "bad"
+            if n > 1 and labels.dim():
+                message += f" for {n}"
+            if labels.dim() > 3:
+                raise ValueError(message)
             return torch.add(labels, n, alpha=None)
     ''', "Square")
     assert "return x * x" not in made and "return grad * 2 * x" not in made  # .detach() where autograd is off
@@ -740,6 +745,7 @@ def test_kinds_equivalent_by_construction_are_not_made(tmp_path):
     assert deleted == []  # never read afterwards; a docstring; a pass
     assert "return torch.add(n, labels, alpha=None)" not in other  # add is symmetric
     assert "return torch.add(labels, n)" not in other  # a keyword given as None is PyTorch's default
+    assert "if not (n > 1 and labels.dim()):" not in other  # an if that only words an error message
 
 
 def test_the_mutants_are_the_same_in_every_process(tmp_path):
