@@ -479,7 +479,8 @@ def gather(x, dim, index):
     as ``x`` (a 0-dim tensor counts as 1-dim) and ``index.size(d) <= x.size(d)`` for ``d != dim``
     (along ``dim`` it may be larger: positions can repeat). The result has ``x``'s dtype and
     device, and the gradient flows back to ``x`` (repeated positions accumulate). An empty
-    ``index`` gives an empty result of ``index``'s shape without further checks.
+    ``index`` gives an empty result of ``index``'s shape without further checks. The result's
+    strides are not graded (``torch.gather``'s are row-major).
 
     Raises ``IndexError`` for ``dim`` out of range and ``RuntimeError`` for another index dtype,
     mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``; for an index value

@@ -143,9 +143,11 @@ def test_a_weak_course_reports_exactly_the_survivors_its_checks_let_through(tmp_
                                       "ops.py:6: def scale(x, factor=2):  →  def scale(x, factor=3):"}
     assert diffs(scale, "visible") == {"ops.py:9: if factor < 0:  →  if factor >= 0:",
                                        "ops.py:11: return x * factor  →  return x / factor",
-                                       "ops.py:11: return x * factor  →  return x * factor.detach()"}  # (an int)
-    assert (scale["made"], scale["graded"], scale["survived"], scale["killed_hidden_only"]) == (11, 11, 6, 2)
-    assert scale["killed_visible"] == 3
+                                       "ops.py:11: return x * factor  →  return x * factor.detach()",  # (an int)
+                                       "ops.py:11: return x * factor  →  return x",  # an input returned
+                                       "ops.py:11: return x * factor  →  return factor"}
+    assert (scale["made"], scale["graded"], scale["survived"], scale["killed_hidden_only"]) == (13, 13, 6, 2)
+    assert scale["killed_visible"] == 5
     assert diffs(first, "hidden") == {"ops.py:18: return x[0]  →  return x[-1]", "ops.py:18: return x[0]  →  return x[1]"}
     assert first["survived"] == first["killed_visible"] == 0
     # the visible checks that do not tell the truth
@@ -288,7 +290,7 @@ def test_seed_and_max_per_target_pick_the_same_mutants_each_time(tmp_path):
                                                   "ops.scale"))["ops.scale"]["mutants"]} for _ in range(2)]
     assert picked[0] == picked[1] and len(picked[0]) == 3
     data = by_target(audited("--assignment", course, "--max-per-target", 3, "--seed", 7, "ops.scale"))
-    assert set(data) == {"ops.scale"} and data["ops.scale"]["made"] == 11
+    assert set(data) == {"ops.scale"} and data["ops.scale"]["made"] == 13
 
 
 def test_a_reference_that_fails_its_own_check_stops_the_audit_naming_the_check(tmp_path):
@@ -443,7 +445,7 @@ def test_a_forgotten_layer_and_a_forgotten_call_of_another_function_are_mutants_
                 # END SOLUTION
     ''', "Net")
     assert made == {"return shard(x, 0)": "call", "return self.act(x)": "call", "return self.act(shard(x, 1))": "const",
-                    "return self.act(shard(x, -1))": "const"}
+                    "return self.act(shard(x, -1))": "const", "return x": "input"}
 
 
 def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
@@ -455,7 +457,9 @@ def test_a_forgotten_case_and_a_forgotten_move_are_mutants_too(tmp_path):
             return obj.to(device)
             # END SOLUTION
     ''')
-    assert made == {"pass": "branch", "return obj": "call", "return [o for o in obj]": "call"}  # the recursion forgotten too
+    assert made == {"pass": "branch", "return obj": "call", "return [o for o in obj]": "call",  # the recursion forgotten too
+                    "if not isinstance(obj, list):": "negate", "return [f(device, o) for o in obj]": "swap",
+                    "return device": "input"}
 
 
 def test_only_the_target_its_private_helpers_and_no_error_message_are_mutated(tmp_path):
@@ -620,3 +624,148 @@ def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstri
         exercise, name = target.split(".")
         assert entry["input"].strip()
         assert " ".join(entry["outside_contract"].split()) in _docstring(assignment.reference_dir / f"{exercise}.py", name)
+
+
+# --- the kinds of mistakes added for issue 36, on source alone ---
+
+ATTENTION = '''\
+import torch
+
+
+def attend(q, k, v, mask, h0, x):
+    # BEGIN SOLUTION
+    scores = q @ k.transpose(-2, -1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    out = weights @ v
+    out = out.sum(dim=1, keepdim=True)
+    h = h0
+    for t in range(x.shape[1]):
+        h = cell(x[:, t], h)
+    if out.requires_grad:
+        out = out * 2
+    return out + h[:, 1:]
+    # END SOLUTION
+
+
+def cell(a, b):
+    return a + b
+'''
+
+
+def test_a_mask_line_a_carry_and_a_loop_get_the_new_kinds_of_mistakes(tmp_path):
+    made = mutants_of(tmp_path, ATTENTION, "attend")
+    for after, operator in {
+        "pass": "delete",  # (the mask line, among others)
+        'scores = scores.masked_fill(mask, float("-inf"))': "negate",
+        "if not out.requires_grad:": "negate",
+        "h = cell(h, x[:, t])": "swap",
+        "h = h0": None,  # (not a swap: a first binding of h reads h0 only)
+        "h = cell(x[:, t], h0)": "swap",  # a variable of the same stem read in its place
+        "for t in range(x.shape[1] - 1):": "bounds", "for t in range(1, x.shape[1]):": "bounds",
+        "return out + h[:, 2:]": "const",  # (a number: `const` moves it, `bounds` does not repeat it)
+        "weights = scores.softmax()": "keyword",
+        "out = out.sum(dim=1)": "call",  # (keepdim=: `call` already drops it)
+        "out = out.sum(keepdim=True)": "keyword",
+        "out *= 2": "inplace", "scores = scores.masked_fill_(~mask, float('-inf'))": "inplace",
+        "return out": None,  # (`out` is no parameter)
+    }.items():
+        if operator is None:
+            assert made.get(after) in (None, "swap") and (after != "h = h0" or made.get(after) is None), after
+        else:
+            assert made.get(after) == operator, (after, made.get(after), sorted(made))
+    deleted = [m.before for m in make_mutants(tmp_path / "m.py", "m", "attend") if m.operator == "delete"]
+    assert 'scores = scores.masked_fill(~mask, float("-inf"))' in deleted  # a mask line
+    assert "out = out.sum(dim=1, keepdim=True)" in deleted
+    assert "h = cell(x[:, t], h)" in deleted  # the carry (read again in the loop)
+    assert "scores = q @ k.transpose(-2, -1)" not in deleted  # a first binding: a NameError, not a mistake
+    assert "weights = scores.softmax(dim=-1)" not in deleted
+
+
+def test_slices_and_bounds_that_are_not_numbers_move_by_one(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        def f(x, k, n):
+            y = x[:k] + x[k:n]
+            return y
+    ''')
+    for after in ("y = x[:k - 1] + x[k:n]", "y = x[:k] + x[k + 1:n]", "y = x[:k] + x[k:n - 1]"):
+        assert made.get(after) == "bounds", (after, sorted(made))
+
+
+def test_an_input_returned_an_update_made_out_of_place_and_a_statement_for_its_effect_deleted(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        import torch
+
+
+        def f(params, lr, x):
+            total = 0
+            acc = x
+            with torch.no_grad():
+                for p in params:
+                    p.sub_(lr * p.grad)
+                    total += 1
+                    acc += p.grad
+            return torch.relu(x) * total
+    ''')
+    assert made["return x"] == "input"
+    assert made["acc = acc + p.grad"] == "outplace"  # (acc aliases x: in place, x changes)
+    assert "total = total + 1" not in made  # on a number, in place and out of place are the same
+    deleted = [m.before for m in make_mutants(tmp_path / "m.py", "m", "f") if m.operator == "delete"]
+    assert deleted == ["p.sub_(lr * p.grad)", "total += 1"]  # (acc is never read afterwards)
+
+
+def test_kinds_equivalent_by_construction_are_not_made(tmp_path):
+    made = mutants_of(tmp_path, '''\
+        import torch
+
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.detach() * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad.detach() * 2 * x
+
+
+        def f(labels, n):
+            """A docstring."""
+            unused = labels + 1
+            if labels.numel() == 0:
+                return labels.new_zeros(tuple(labels.shape) + (n,))
+            pass
+            message = "bad"
+            if n > 1 and labels.dim():
+                message += f" for {n}"
+            if labels.dim() > 3:
+                raise ValueError(message)
+            return torch.add(labels, n, alpha=None)
+    ''', "Square")
+    assert "return x * x" not in made and "return grad * 2 * x" not in made  # .detach() where autograd is off
+    assert "return x.detach() * x.detach()" not in made and "return grad.detach() * 2 * x.detach()" not in made
+    other = mutants_of(tmp_path, (tmp_path / "m.py").read_text(), "f")
+    assert not any("new_empty" in after for after in other)  # nothing to fill in an empty tensor
+    deleted = [m.before for m in make_mutants(tmp_path / "m.py", "m", "f") if m.operator == "delete"]
+    assert deleted == []  # never read afterwards; a docstring; a pass
+    assert "return torch.add(n, labels, alpha=None)" not in other  # add is symmetric
+    assert "return torch.add(labels, n)" not in other  # a keyword given as None is PyTorch's default
+    assert "if not (n > 1 and labels.dim()):" not in other  # an if that only words an error message
+
+
+def test_the_mutants_are_the_same_in_every_process(tmp_path):
+    """Same mutants, same order, same ids, whatever the hash seed (no set order leaks into them)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(ATTENTION)
+    code = ("import sys; from pathlib import Path; from torchgrade.mutants import make_mutants; "
+            "print([(m.id, m.operator, m.after) for m in make_mutants(Path(sys.argv[1]), 'm', 'attend')])")
+    runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.py")], capture_output=True, text=True,
+                           check=True, env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2")]
+    assert runs[0] == runs[1] and runs[0].count("'delete'") >= 3
+    here = [(m.id, m.operator, m.after) for m in make_mutants(tmp_path / "m.py", "m", "attend")]
+    assert repr(here) == runs[0].strip()

@@ -21,6 +21,15 @@ def _fixed_matrix(rows: int, like: torch.Tensor) -> torch.Tensor:
     return torch.randn(rows, like.numel(), generator=g, dtype=torch.float64).to(like.dtype).to(like.device)
 
 
+#: A parameter some functions close over (it requires grad: their output does too, whether or not it
+#: depends on x). A backward that reaches it accumulates into its .grad, which nothing reads.
+_PARAMETER = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+
+
+def _parameter(like: torch.Tensor) -> torch.Tensor:
+    return _PARAMETER.to(device=like.device, dtype=like.dtype)
+
+
 #: The functions a check may name. Several are non-diagonal or rectangular on purpose: a Jacobian
 #: that collapses rows, accumulates them or transposes them shows only on such functions.
 FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -42,6 +51,9 @@ FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum_of_squares": lambda t: (t ** 2).sum(),
     "relu": torch.relu,
     "no_outputs": lambda t: 2 * t.reshape(-1)[:0],
+    # closing over a parameter: the output requires grad through it alone, or is linear in x through it
+    "parameter_only": lambda t: _parameter(t) * torch.ones_like(t),
+    "times_a_parameter": lambda t: t * _parameter(t),
 }
 
 

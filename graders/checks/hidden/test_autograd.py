@@ -74,6 +74,11 @@ def test_has_zero_rows_for_outputs_that_do_not_depend_on_x(check, device):
 
 
 @pytest.mark.target("jacobian")
+def test_has_zero_rows_for_outputs_that_depend_only_on_a_parameter(check, device):
+    autograd_call(check, "parameter_only", randn(check, 38, (3,), device=device), hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("jacobian")
 @pytest.mark.parametrize("caller", ["leaf_with_grad", "non_leaf"])
 def test_leaves_the_grad_and_the_graph_of_the_callers_x_untouched(check, device, caller):
     autograd_call(check, "matmul_fixed", randn(check, 36, (4,), device=device), caller=caller, seed=36,
@@ -89,6 +94,16 @@ def test_handles_a_non_contiguous_float32_x(check, device):
 @pytest.mark.target("second_derivative")
 def test_is_zero_for_a_linear_function(check, device):
     autograd_call(check, "linear", randn(check, 41, (3,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_is_zero_for_a_function_of_a_parameter_alone(check, device):
+    autograd_call(check, "parameter_only", randn(check, 46, (3,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_is_zero_for_x_times_a_parameter(check, device):
+    autograd_call(check, "times_a_parameter", randn(check, 47, (3,), device=device), hints=SECOND_HINTS)
 
 
 @pytest.mark.target("second_derivative")

@@ -65,6 +65,13 @@ def test_leaves_a_frozen_parameter_and_an_unused_one_alone_under_momentum_and_we
 
 
 @pytest.mark.target("ddp_train_step")
+def test_puts_a_model_left_in_eval_mode_in_training_mode(check, device):
+    # (its parameters and BatchNorm's running statistics after the steps: the returned loss is another check's)
+    check("batchnorm_net_in_eval_mode", batch(check, 20, device=device), "mse", "sgd", probe="ddp_train",
+          options={"device": device, "steps": 2, "report": "parameters"})
+
+
+@pytest.mark.target("ddp_train_step")
 def test_trains_in_float32_with_adam(check, device):
     check("tiny_net", batch(check, 16, device=device, dtype=torch.float32), "mse", "adam", probe="ddp_train",
           options={"device": device, "steps": 3, "lr": 0.01, "report": "parameters"})

@@ -46,6 +46,12 @@ def test_passes_gradients_back_through_a_non_contiguous_view(check, device):
 
 
 @pytest.mark.target("view")
+def test_raises_type_error_for_a_float_size(check, device):
+    # (a float -1 is not an int either: `x.view(-1.0, 3)` raises TypeError, it is not inferred)
+    check(torch.arange(6.0, device=device), -1.0, 3, probe="view", like="Tensor.view")
+
+
+@pytest.mark.target("view")
 def test_keeps_integer_dtypes(check, device):
     check(torch.arange(12, dtype=torch.int16, device=device), 2, -1, probe="view")
 
@@ -158,6 +164,31 @@ def test_works_on_a_non_contiguous_input(check, device):
 def test_raises_for_an_out_of_range_index(check, device):
     check(torch.zeros(2, 2, device=device), 1, torch.tensor([[0, 2]], device=device), accept=("IndexError",),
           like="torch.gather")
+
+
+@pytest.mark.target("scatter_")
+def test_raises_runtime_error_when_index_is_larger_than_target_along_dim_0(check, device):
+    # along dim 1 the index is in range; along dim 0 it has 3 rows where target has 2 (torch: RuntimeError)
+    check(torch.zeros(2, 3, device=device), 1, torch.zeros(3, 1, dtype=torch.long, device=device),
+          torch.ones(3, 3, device=device), probe="inplace", like="Tensor.scatter_")
+
+
+@pytest.mark.target("scatter_add_")
+def test_raises_runtime_error_in_place_when_index_is_larger_than_target_along_dim_0(check, device):
+    check(torch.zeros(2, 3, device=device), 1, torch.zeros(3, 1, dtype=torch.long, device=device),
+          torch.ones(3, 3, device=device), probe="inplace", like="Tensor.scatter_add_")
+
+
+@pytest.mark.target("gather")
+def test_raises_runtime_error_when_index_is_larger_than_x_along_the_last_dim(check, device):
+    # gathering along dim 0, the index has 4 columns where x has 3 (torch: RuntimeError)
+    check(torch.arange(6.0, device=device).reshape(2, 3), 0, torch.zeros(2, 4, dtype=torch.long, device=device),
+          like="torch.gather")
+
+
+@pytest.mark.target("one_hot")
+def test_leaves_the_labels_unchanged(check, device):
+    check(torch.tensor([2, 0, 1], device=device), 3, probe="inplace")
 
 
 @pytest.mark.target("one_hot")

@@ -1,5 +1,5 @@
 # expect: full marks
-# on cuda: loses {"one_hot": ["test_encodes_a_zero_dim_label_as_one_row", "test_encodes_labels_as_int64_rows", "test_gives_an_empty_result_for_empty_labels", "test_infers_the_number_of_classes_from_minus_one_as_in_the_docstring", "test_infers_the_number_of_classes_when_given_minus_one", "test_keeps_the_shape_of_2d_labels"]}
+# on cuda: loses {"one_hot": ["test_encodes_a_zero_dim_label_as_one_row", "test_encodes_labels_as_int64_rows", "test_gives_an_empty_result_for_empty_labels", "test_infers_the_number_of_classes_from_minus_one_as_in_the_docstring", "test_infers_the_number_of_classes_when_given_minus_one", "test_keeps_the_shape_of_2d_labels", "test_leaves_the_labels_unchanged"]}
 """one_hot's zeros made with torch.zeros (the default device) instead of on the labels' device: right on
 the CPU, and on CUDA a scatter_ of CUDA labels into a CPU tensor."""
 

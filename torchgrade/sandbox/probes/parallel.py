@@ -110,6 +110,9 @@ MODELS: dict[str, Callable[[], nn.Module]] = {
     "strided_net": strided_net,
     "batchnorm_net": lambda: nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8), nn.Tanh(),
                                            nn.Linear(8, CLASSES)),
+    # left in eval mode, as after an evaluation: a training step must put it back in training mode
+    "batchnorm_net_in_eval_mode": lambda: nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8), nn.Tanh(),
+                                                        nn.Linear(8, CLASSES)).eval(),
 }
 LOSSES: dict[str, Callable[[], nn.Module]] = {"mse": nn.MSELoss, "cross_entropy": nn.CrossEntropyLoss}
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
