@@ -29,7 +29,8 @@ def vjp(
     Work on a detached copy of ``x`` that requires grad, never on ``x`` itself: afterwards the
     caller's ``x`` has the same values, the same ``requires_grad`` flag and the same ``.grad``
     (``None`` stays ``None``; an existing ``.grad`` is not touched). This also works when ``x``
-    is a non-leaf tensor of some other graph. The result carries no autograd history.
+    is a non-leaf tensor of some other graph. The result carries no autograd history: it has no
+    ``grad_fn`` and does not require grad.
     If ``y`` does not depend on ``x`` at all, the product is zero. A ``v`` whose shape does not
     match ``y`` raises ``RuntimeError``, exactly as ``y.backward(gradient=v)`` does.
 
@@ -60,7 +61,8 @@ def jacobian(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torc
     ``J[i..., j...] = d y[i...] / d x[j...]``: the leading dimensions index the output, the
     trailing ones the input (the layout of ``torch.autograd.functional.jacobian``). A 0-d ``x``
     or ``y`` contributes no dimensions; a scalar function of a scalar gives a 0-d tensor.
-    The result has ``x``'s dtype and device and carries no autograd history.
+    The result has ``x``'s dtype and device and carries no autograd history (no ``grad_fn``, and it
+    does not require grad).
 
     Build the graph once on a detached copy of ``x`` that requires grad; for each output element
     run a backward pass with ``retain_graph=True`` and read the row from the copy's ``.grad``,
@@ -90,7 +92,8 @@ def second_derivative(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
     ``f`` acts elementwise (``f(x)[i]`` depends on ``x[i]`` only), so ``f'(x)`` is the gradient
     of ``f(x).sum()`` and ``f''(x)`` the gradient of ``f'(x).sum()``. The first call to
     ``torch.autograd.grad`` must use ``create_graph=True`` so that the first derivative is itself
-    differentiable. The result has ``x``'s shape, dtype and device, carries no autograd history,
+    differentiable. The result has ``x``'s shape, dtype and device, carries no autograd history (no
+    ``grad_fn``, and it does not require grad),
     and is zero wherever ``f`` is linear (also when ``f'`` does not depend on ``x`` at all, e.g.
     ``f(t) = 3 * t`` or a constant ``f``). The caller's ``x`` is left unchanged.
 

@@ -97,9 +97,10 @@ def _caller_tensors(args: list, watched: tuple[int, ...], caller: str, seed: int
 
 @probe
 def autograd_call(target: Target, args: tuple, kwargs: dict, fn: bool = True, watched: tuple = ((1, "x"),),
-                  caller: str = "plain", seed: int = 0) -> dict:
+                  caller: str = "plain", seed: int = 0, history: bool = False) -> dict:
     """Call the target (with ``FUNCTIONS[args[0]]`` in place of the name when `fn`); report the result
-    and, for each watched ``(position, name)`` argument, what the call left on the caller's tensor."""
+    and, for each watched ``(position, name)`` argument, what the call left on the caller's tensor; with
+    `history`, only whether the result requires grad or has a grad_fn (the check about that alone)."""
     args = list(args)
     if fn:
         if args[0] not in FUNCTIONS:
@@ -116,7 +117,10 @@ def autograd_call(target: Target, args: tuple, kwargs: dict, fn: bool = True, wa
         facts["caller_requires_grad_after"][name] = x.requires_grad
         facts["caller_grad_after"][name] = None if grad is None else grad.detach().clone()
         facts["caller_values_kept"][name] = bool(torch.equal(x.detach(), before[i]))
-    facts["value"] = tensor(raw, f"{target.name}'s result")
+    value = tensor(raw, f"{target.name}'s result")
+    if history:
+        return {"result_requires_grad": raw.requires_grad, "result_has_grad_fn": raw.grad_fn is not None}
+    facts["value"] = value
     return facts
 
 

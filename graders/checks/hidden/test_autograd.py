@@ -37,6 +37,19 @@ def test_is_zero_when_the_output_does_not_depend_on_x(check, device):
 
 
 @pytest.mark.target("vjp")
+def test_is_zero_for_an_output_of_a_parameter_alone(check, device):
+    autograd_call(check, "parameter_only", randn(check, 28, (4,), device=device),
+                  torch.ones(4, dtype=torch.float64, device=device), hints=VJP_HINTS)
+
+
+@pytest.mark.target("vjp")
+@pytest.mark.parametrize("fn", ["sin", "constant", "parameter_only"])
+def test_gives_a_product_that_does_not_require_grad(check, device, fn):
+    x = randn(check, 29, (3,), device=device)
+    autograd_call(check, fn, x, torch.ones(3, dtype=torch.float64, device=device), history=True, hints=VJP_HINTS)
+
+
+@pytest.mark.target("vjp")
 def test_keeps_float32(check, device):
     x, v = randn(check, 26, (3, 2), (3, 2), device=device, dtype=torch.float32)
     autograd_call(check, "tanh", x, v, hints=VJP_HINTS)
@@ -79,6 +92,12 @@ def test_has_zero_rows_for_outputs_that_depend_only_on_a_parameter(check, device
 
 
 @pytest.mark.target("jacobian")
+@pytest.mark.parametrize("fn", ["cumsum_sin", "parameter_only"])
+def test_gives_a_jacobian_that_does_not_require_grad(check, device, fn):
+    autograd_call(check, fn, randn(check, 39, (3,), device=device), history=True, hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("jacobian")
 @pytest.mark.parametrize("caller", ["leaf_with_grad", "non_leaf"])
 def test_leaves_the_grad_and_the_graph_of_the_callers_x_untouched(check, device, caller):
     autograd_call(check, "matmul_fixed", randn(check, 36, (4,), device=device), caller=caller, seed=36,
@@ -104,6 +123,12 @@ def test_is_zero_for_a_function_of_a_parameter_alone(check, device):
 @pytest.mark.target("second_derivative")
 def test_is_zero_for_x_times_a_parameter(check, device):
     autograd_call(check, "times_a_parameter", randn(check, 47, (3,), device=device), hints=SECOND_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+@pytest.mark.parametrize("fn", ["cube", "constant", "linear", "times_a_parameter"])
+def test_gives_a_second_derivative_that_does_not_require_grad(check, device, fn):
+    autograd_call(check, fn, randn(check, 48, (3,), device=device), history=True, hints=SECOND_HINTS)
 
 
 @pytest.mark.target("second_derivative")
