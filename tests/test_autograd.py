@@ -47,8 +47,8 @@ OTHER_CORRECT_AUTOGRAD = """
         y = f(x_)
         if not y.requires_grad:
             return torch.zeros_like(x)
-        (first,) = torch.autograd.grad(y, x_, torch.ones_like(y), create_graph=True)
-        if not first.requires_grad:
+        (first,) = torch.autograd.grad(y, x_, torch.ones_like(y), create_graph=True, allow_unused=True)
+        if first is None or not first.requires_grad:  # (None: y depends on a parameter of f's, not on x)
             return torch.zeros_like(x)
         (second,) = torch.autograd.grad(first, x_, torch.ones_like(first), allow_unused=True)
         return torch.zeros_like(x) if second is None else second

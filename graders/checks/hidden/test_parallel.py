@@ -67,7 +67,10 @@ def test_leaves_a_frozen_parameter_and_an_unused_one_alone_under_momentum_and_we
 @pytest.mark.target("ddp_train_step")
 def test_puts_a_model_left_in_eval_mode_in_training_mode(check, device):
     # (its parameters and BatchNorm's running statistics after the steps: the returned loss is another check's)
-    check("batchnorm_net_in_eval_mode", batch(check, 20, device=device), "mse", "sgd", probe="ddp_train",
+    # Every rank's rows hold each of five rows as often, however shard cuts the batch (contiguous or strided,
+    # two ranks or four): BatchNorm's statistics, a rank's own, then do not depend on shard (graded by its checks).
+    inputs, labels = batch(check, 20, rows=5, device=device)
+    check("batchnorm_net_in_eval_mode", (inputs.repeat(4, 1), labels.repeat(4, 1)), "mse", "sgd", probe="ddp_train",
           options={"device": device, "steps": 2, "report": "parameters"})
 
 
