@@ -11,4 +11,4 @@ def vjp(f, x, v):
     if not y.requires_grad:
         return torch.zeros_like(x)
     y.backward(gradient=v)
-    return x.grad.clone()
+    return torch.zeros_like(x) if x.grad is None else x.grad.clone()
