@@ -423,15 +423,22 @@ def test_without_the_keyring_defence_a_key_carries_a_message_to_the_next_submiss
     copy finds the first one's message and gets gather's points."""
     from torchgrade.sandbox import keyrings
 
-    mine = keyrings.Keys()
+    mine, remove = keyrings.Keys(), keyrings.Keys.remove
     monkeypatch.setattr(keyrings.Keys, "remove", lambda self: 0)
     try:
-        (first, _), (second, _) = _two_copies("process", arena, fast, tmp_path, monkeypatch, "keyring_message")
-        assert all(score == 0 for score, _ in first.values()), first
+        # (up to three tries: another test's sandbox running as this same user, on the other xdist worker,
+        # empties this user's keyrings at its start, and can take the first copy's key in between)
+        for attempt in range(3):
+            remove(mine)  # (what an earlier try left)
+            (first, _), (second, _) = _two_copies("process", arena, fast, tmp_path / str(attempt), monkeypatch,
+                                                  "keyring_message")
+            assert all(score == 0 for score, _ in first.values()), first
+            if second and all(score == maximum > 0 for score, maximum in second.values()):
+                break
         assert second and all(score == maximum > 0 for score, maximum in second.values()), second
     finally:
         monkeypatch.undo()
-        mine.remove()
+        remove(mine)
 
 
 def _remove_leftovers(arena: Arena) -> None:
