@@ -108,3 +108,19 @@ def test_a_new_shared_memory_file_a_live_process_still_maps_is_kept_and_one_nobo
     finally:
         holder.stdin.close()
         holder.wait(10)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not os.path.isdir("/dev/shm"),
+                    reason="POSIX semaphores as files in /dev/shm: Linux")
+def test_a_semaphore_the_grader_makes_while_a_submission_runs_is_kept():
+    """A named POSIX semaphore (multiprocessing's locks outside the fork context: the grader's pool of
+    processes) is a file glibc maps under a temporary name before giving it its own, so /proc/PID/maps
+    does not show its path; removing it as a leftover broke another grader's pool (BrokenProcessPool)."""
+    import multiprocessing
+
+    leftovers = ipc.Leftovers()
+    lock = multiprocessing.get_context("forkserver").Lock()
+    path = os.path.join(ipc.POSIX_SHM, "sem." + lock._semlock.name.lstrip("/"))
+    assert os.path.exists(path)
+    leftovers.remove()
+    assert os.path.exists(path)

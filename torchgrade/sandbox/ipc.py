@@ -232,7 +232,7 @@ class Leftovers:
                 info = os.lstat(path)
                 # (the submission's processes are dead by now: one a live process maps is another program's,
                 # such as the semaphores of the grader's own pool of processes)
-                if info.st_uid == self.uid and path not in mapped:
+                if info.st_uid == self.uid and (info.st_dev, info.st_ino) not in mapped:
                     if stat.S_ISDIR(info.st_mode):
                         shutil.rmtree(path)
                     else:
@@ -243,16 +243,20 @@ class Leftovers:
         return removed
 
 
-def _mapped_files() -> set[str]:
-    """The files live processes map (/proc/PID/maps; nothing where there is no such file)."""
+def _mapped_files() -> set[tuple[int, int]]:
+    """The files live processes map, as (device, inode) from /proc/PID/maps; nothing where there is no
+    such file. Not by path: glibc's sem_open maps a temporary name, then links the semaphore's own name
+    to it and unlinks the first, so maps shows "/dev/shm/sem.XXXXXX (deleted)" for a live semaphore."""
     found = set()
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if pid.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-                for line in f:  # address, permissions, offset, device, inode, then the path if there is one
-                    fields = line.rstrip("\n").split(None, 5)
-                    if len(fields) == 6:
-                        found.add(fields[5])
+            with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/maps", encoding="utf-8",
+                                                                errors="replace") as f:
+                for line in f:  # address, permissions, offset, device (major:minor, hex), inode, path
+                    fields = line.split(None, 5)
+                    if len(fields) >= 5 and fields[4] != "0":
+                        major, minor = fields[3].split(":")
+                        found.add((os.makedev(int(major, 16), int(minor, 16)), int(fields[4])))
     return found
 
 
