@@ -47,6 +47,21 @@ def _compiled_observer():
             os.environ["TORCHGRADE_CACHE_DIR"] = saved
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_a_terminal_leaves_it():
+    """Each test starts with Ctrl-C as a shell's foreground job has it: a test (or a library it runs in this
+    process) that ignores or blocks SIGINT would otherwise make every later subprocess of this xdist worker
+    ignore it too (a Python started with SIGINT ignored keeps it so), and a Ctrl-C test grade to the end."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is not handler:
+        signal.signal(signal.SIGINT, handler)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.fixture(scope="session")
 def assignment():
     return load_assignment(ROOT / "assignment.yaml")

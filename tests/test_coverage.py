@@ -151,7 +151,7 @@ def test_the_page_keeps_the_targets_a_run_did_not_audit(tmp_path):
 
 # --- a course whose checks are weak on purpose ---
 
-def test_each_weakness_of_a_weak_course_is_reported(tmp_path, monkeypatch):
+def test_each_weakness_of_a_weak_course_is_reported(tmp_path):
     """A mask line no check runs, a loop no check runs twice, a false mark and a check whose reference raises
     on the stand-in: each is reported, in the terminal, in --json and on the page."""
     import weak_course
@@ -159,7 +159,6 @@ def test_each_weakness_of_a_weak_course_is_reported(tmp_path, monkeypatch):
 
     from torchgrade.cli import main
 
-    monkeypatch.setenv("TORCHGRADE_ISOLATION", "process")  # what is measured here is the same at every level
     course = weak_course.make_course(tmp_path)
     result = CliRunner().invoke(main, ["audit", "--assignment", str(course), "--json"], catch_exceptions=False)
     assert result.exit_code == 1, result.output

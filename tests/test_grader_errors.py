@@ -185,3 +185,28 @@ def test_a_claim_that_a_run_without_the_students_code_does_not_confirm_is_the_su
         sandbox.close()
     assert "a run without your code does not have" in text
     assert grader_errors.FAULTS == []
+
+
+def test_the_same_refuted_claim_about_inputs_on_the_same_devices_is_tested_once(no_faults, tmp_path, monkeypatch):
+    """A submission that breaks its own worker claims, check after check, that the sandbox could not take
+    the inputs: one run without its code per error and devices refutes them all (a hostile submission
+    once cost a run per check, a minute of the grader's time), while another error is tested again."""
+    import torch
+
+    runs = []
+    real = grader_errors._canary
+    monkeypatch.setattr(grader_errors, "_canary", lambda *args: runs.append(args[3]["args"]) or real(*args))
+    sandbox = host.Sandbox(student(tmp_path / "alice"))
+    reply = {"sandbox_error": "WireError: reply is not plain data (maximum recursion depth exceeded)"}
+    try:
+        for n in (3, 4, 5):
+            request = {"probe": "call", "args": [torch.tensor([0, 2, 1]), n], "kwargs": {}, "options": {}}
+            assert "a run without your code does not have" in grader_errors.judge(
+                reply, sandbox, "tensors", "one_hot", request, 10.0, True, False)
+        assert len(runs) == 1
+        other = {"sandbox_error": "RuntimeError: something else"}
+        assert grader_errors.judge(other, sandbox, "tensors", "one_hot", request, 10.0, True, False)
+        assert len(runs) == 2
+    finally:
+        sandbox.close()
+    assert grader_errors.FAULTS == []

@@ -466,3 +466,28 @@ def test_a_builtin_forbidden_by_its_dotted_name_is_caught_when_fetched_at_run_ti
     assert points["tensors.one_hot"][0] == 0 < points["tensors.one_hot"][1], points
     assert points["tensors.broadcast_shape"][0] == points["tensors.broadcast_shape"][1] > 0, points
     assert any("torch.nn.functional.one_hot" in t.output for t in g.tests if t.target == "one_hot")
+
+
+@pytest.mark.parametrize("level", ["process", "best"])
+def test_code_compiled_under_torchs_file_names_costs_each_call_its_points_and_no_later_request_its_time(
+        level, best_level, arena, tmp_path, monkeypatch):
+    """tests/hostile/compiled_elsewhere.py makes torch/nn/functional.py's code count as not installed: the
+    recorder once pushed its mode for F.pad's own frame, which dispatched to it again, to the recursion limit,
+    and left its worker a stack of modes that made each later request hang until its time limit. Now every
+    request of one worker is answered at once, each names the forbidden call, and none names the recorder."""
+    import torch
+
+    attack = next(a for a in ATTACKS if a.name == "compiled_elsewhere")
+    folder = hostile_submission(attack, arena, tmp_path / attack.name)
+    sandbox = Sandbox(folder, level=best_level if level == "best" else level)
+    x = torch.randint(-9, 10, (2, 5, 6))
+    try:
+        for target, args, kwargs, name in [("pad2d", (x.float(), 1), {}, "pad"),
+                                           ("pool2d", (x, 3, "max"), {"stride": 2, "padding": 1}, "max_pool2d"),
+                                           ("pool2d", (x, 3, "avg"), {"stride": 2, "padding": 1}, "avg_pool2d"),
+                                           ("pad2d", (x.float(), 1), {}, "pad")]:
+            reply = sandbox.run("conv", target, "call", args, kwargs, {}, timeout=60, watch_dispatcher=True)
+            assert "value" in reply and any(c.endswith(name) for c in reply["calls"]), reply.get("calls")
+            assert not [c for c in reply["calls"] if "CallRecorder" in c], reply["calls"]
+    finally:
+        sandbox.close()

@@ -30,7 +30,8 @@ from typing import Any
 STAGES = {"watch": "call watch", "standin": "CUDA stand-in", "inputs": "sandbox"}
 #: The installation faults met in this process, each as its one line (`check`, the autograder read it).
 FAULTS: list[str] = []
-#: The canary's verdict per (stage, level, watched, on the stand-in): the claim held (a line) or not ("").
+#: The canary's verdict per (stage, level, watched, on the stand-in; for inputs also the error and the inputs'
+#: devices): the claim held (a line) or not ("").
 _verdicts: dict[tuple, str] = {}
 
 
@@ -79,17 +80,36 @@ def judge(reply: dict, sandbox: Any, exercise: str, target: str, request: dict, 
     stage, error = found
     if stage != "forged":
         key = (stage, sandbox.isolation, watch, standin)
-        verdict = _verdicts.get(key) if stage != "inputs" else None  # (inputs differ from check to check)
+        if stage == "inputs":  # inputs differ from check to check: the same error on inputs on the same devices
+            key += (error, _devices(request))
+        verdict = _verdicts.get(key)
         if verdict is None:
-            verdict = _canary(sandbox, exercise, target, request, timeout, watch, standin, stage)
-            if stage != "inputs":
-                _verdicts[key] = verdict
+            verdict = _verdicts[key] = _canary(sandbox, exercise, target, request, timeout, watch, standin, stage)
         if verdict:
             if verdict not in FAULTS:
                 FAULTS.append(verdict)
             raise InstallationError(verdict)
     return ("the sandbox reported a failure of the grader's own that a run without your code does not have: "
             "your code caused it (does it change torch's profiler, or torchgrade's code in its process?)")
+
+
+def _devices(request: dict) -> tuple[str, ...]:
+    """The devices of the tensors in a request's arguments (what a sandbox may be unable to make inputs on)."""
+    import torch
+
+    found: set[str] = set()
+    todo = [*request["args"], *request["kwargs"].values()]
+    for _ in range(1000):  # (inputs are the grader's: this only bounds the walk)
+        if not todo:
+            break
+        value = todo.pop()
+        if isinstance(value, torch.Tensor):
+            found.add(value.device.type)
+        elif isinstance(value, (list, tuple)):
+            todo.extend(value[:64])
+        elif isinstance(value, dict):
+            todo.extend(list(value.values())[:64])
+    return tuple(sorted(found))
 
 
 def _canary(sandbox: Any, exercise: str, target: str, request: dict, timeout: float, watch: bool,

@@ -112,7 +112,7 @@ class CallRecorder(TorchFunctionMode):
         if previous is not None:
             sys.setprofile(None)
         self._charge(func, args, sys._getframe(1))
-        sys.setprofile(_Callbacks(self))
+        sys.setprofile(_Callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
         try:
             if self.marker is None:
                 return func(*args, **(kwargs or {}))
@@ -201,12 +201,18 @@ provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__
 class _Callbacks:
     """The profile hook inside a call the mode saw: the first frame of code that is not installed (a callback
     of the student's that torch runs: an ``__index__``, a hook, a dispatch mode) runs as in a window, with the
-    mode on torch's stack and the dispatcher recorded, until it returns."""
+    mode on torch's stack and the dispatcher recorded, until it returns.
 
-    __slots__ = ("mode", "frame", "depth")
+    The seen function's own frame (`own`), where its code does not count as installed (code was compiled
+    under its file's name), runs with the dispatcher recorded but without the mode: with the mode, the
+    function would dispatch to it again at once, and again, until the recursion limit, leaving the worker
+    with a stack of modes that made every later request hang."""
 
-    def __init__(self, mode: CallRecorder):
+    __slots__ = ("mode", "own", "frame", "depth")
+
+    def __init__(self, mode: CallRecorder, own: Any = None):
         self.mode = mode
+        self.own = own
         self.frame: Any = None
         self.depth = 0
 
@@ -215,7 +221,8 @@ class _Callbacks:
             if self.frame is None:
                 if event == "call" and not provenance.installed(frame.f_code):
                     self.frame = frame
-                    torch._C._push_on_torch_function_stack(self.mode)
+                    if frame.f_code is not self.own:
+                        torch._C._push_on_torch_function_stack(self.mode)
                     self.depth = torch._C._len_torch_function_stack()
                     if self.mode.marker is not None:
                         _REAL["_enable_record_function"](True)
@@ -224,7 +231,10 @@ class _Callbacks:
                 self.frame = None
                 if self.mode.marker is not None:
                     _REAL["_enable_record_function"](False)
-                if torch._C._len_torch_function_stack() == self.depth and \
+                if frame.f_code is self.own:
+                    if torch._C._len_torch_function_stack() != self.depth and _armed is not None:
+                        _armed.tampered.append("replaced torch's function modes")
+                elif torch._C._len_torch_function_stack() == self.depth and \
                         torch._C._get_function_stack_at(self.depth - 1) is self.mode:
                     torch._C._pop_torch_function_stack()
                 elif _armed is not None:
@@ -452,6 +462,11 @@ class DispatchWatch:
                             pass
                     self._audit(depth)
         finally:
+            # What the student's code left on torch's stack of modes (said above, a forbidden call) is removed:
+            # left there, every later request of this worker would run through it (a stack of the recorder's
+            # own modes, left by code compiled under torch's file names, made each request hang)
+            while torch._C._len_torch_function_stack() > depth:
+                torch._C._pop_torch_function_stack()
             self.windows += 1
             self._depth -= 1
             if self._depth == 0:
