@@ -49,15 +49,12 @@ def _compiled_observer():
 
 @pytest.fixture(autouse=True)
 def _ctrl_c_as_a_terminal_leaves_it():
-    """Each test starts with Ctrl-C as a shell's foreground job has it: a test (or a library it runs in this
-    process) that ignores or blocks SIGINT would otherwise make every later subprocess of this xdist worker
-    ignore it too (a Python started with SIGINT ignored keeps it so), and a Ctrl-C test grade to the end."""
+    """Each test starts with Ctrl-C as a shell's foreground job has it: whatever ran before in this xdist
+    worker (a test, a library, an import) and left SIGINT ignored or blocked would otherwise make every
+    subprocess the test starts ignore it too (a Python started with SIGINT ignored keeps it so)."""
     import signal
 
-    handler = signal.getsignal(signal.SIGINT)
-    yield
-    if signal.getsignal(signal.SIGINT) is not handler:
-        signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 

@@ -283,9 +283,7 @@ def _start_slow_class(course, tmp_path: Path, jobs: int = 2, **popen) -> tuple[s
     for name in names:
         student(cls / name, extra=slow_one_hot(1.0))
     out = tmp_path / "out"
-    # (Ctrl-C as a terminal's job has it, whatever this test process was started with)
-    command = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-               "from torchgrade.cli import main; main()",
+    command = [sys.executable, "-c", "from torchgrade.cli import main; main()",
                *grade_args(course, cls, out, "-j", str(jobs))]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen), cls, out, names
 
