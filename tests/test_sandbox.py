@@ -412,6 +412,24 @@ def test_a_killed_zygote_is_replaced_and_the_other_targets_go_on(level, spy):
         sb.close()
 
 
+def test_a_submission_graded_after_the_inbox_went_away_is_staged_in_a_new_one(level, spy):
+    """Whatever removes a live grader's inbox (seen once in CI, a class's grade -j 2: cause not found), the
+    next module and the next submission get a new inbox and a zygote bound to it, not a grader error
+    saying their folder "is not in the inbox"."""
+    first = Sandbox(spy, level=level)
+    try:
+        assert call(first, "nothing") is None
+        inbox.remove(Path(inbox.path()))
+        assert first.run("bystander", "nothing", "call", (), {}, {}, timeout=30)["value"] is None
+    finally:
+        first.close()
+    second = Sandbox(spy, level=level)
+    try:
+        assert call(second, "facts")["cwd"]
+    finally:
+        second.close()
+
+
 def test_the_zygote_signals_none_but_its_own_workers(spy):
     forking = [level for level in LEVELS if level != "process"]  # process: tests/test_portable.py says it of its own
     if not forking:

@@ -305,11 +305,15 @@ def zygote(requested: str | None = None, later: bool = False) -> Zygote:
     `later`: one started now leaves the costly part of its warm-up until told (see `start_early`)."""
     with _zygote_lock:
         current = _zygotes.get(requested)
-        if current is not None and current.alive():
+        box = inbox.path()
+        if current is not None and current.alive() and current.plan.inbox == box:
             return current
         if current is not None:
             current.close()
         plan = _chosen.get(requested)
+        if plan is not None and plan.inbox != box:  # the inbox went away and was made anew: plan for the new one
+            del _chosen[requested]
+            plan = None
         _zygotes[requested] = _start(plan, later=later) if plan is not None else _start_best(requested, later=later)
         return _zygotes[requested]
 
@@ -674,7 +678,7 @@ class Sandbox:
 
     def _spawn(self, exercise: str, timeout: float) -> Worker:
         self._zygote = zygote(self.requested)
-        if self._home is None:
+        if self._home is None or not self._home.is_dir():  # (gone with the inbox: staged again in the new one)
             self._home = inbox.new_home()
             inbox.stage(self.submission, self._home / "submission")
         self._spawned += 1
