@@ -104,7 +104,7 @@ def broadcast_to(x, shape):
     Raises ``RuntimeError`` when ``shape`` has fewer dims than ``x``, when a size differs from a
     non-1 size of ``x``, for ``-1`` in a new leading dim, and for any other negative size. A shape
     with a size 0 before a negative size is not graded (``torch.broadcast_to`` returns a malformed
-    tensor there).
+    tensor there). Sizes are ints: a shape that holds a float size is not graded.
 
     Example::
 
@@ -135,9 +135,10 @@ def scatter_(target, dim, index, src):
         target[i][index[i][j][k]][k] = src[i][j][k]  # if dim == 1
         target[i][j][index[i][j][k]] = src[i][j][k]  # if dim == 2
 
-    and likewise for any rank. ``dim`` may be negative; ``src`` is a tensor of ``target``'s dtype
-    or a Python number (written everywhere ``index`` points). ``index`` (int64 or int32) has the
-    same number of dims as ``target`` and ``src`` (a 0-dim tensor counts as 1-dim), with
+    and likewise for any rank. ``dim`` is an int and may be negative (a float ``dim`` is not graded);
+    ``src`` is a tensor of ``target``'s dtype or a Python number (written everywhere ``index``
+    points). ``index`` (int64 or int32) has the same number of dims as ``target`` and ``src`` (a
+    0-dim tensor counts as 1-dim), with
     ``index.size(d) <= target.size(d)`` for ``d != dim`` and ``index.size(d) <= src.size(d)`` for
     every ``d``; only the leading ``index.shape`` block of ``src`` is used. An empty ``index`` writes
     nothing, whatever its number of dims (this wins over the rule on dims above), but a ``src`` of
@@ -175,8 +176,9 @@ def scatter_add_(target, dim, index, src):
 
     As ``target.scatter_add_(dim, index, src)``: the same addressing, shape rules and errors as
     :func:`scatter_`, but ``target[...index...] += src[...]``, so values whose index repeats a
-    position all add up. ``src`` must be a tensor of ``target``'s dtype. Validated before writing:
-    on error ``target`` is unchanged. Differentiable like :func:`scatter_`.
+    position all add up. ``src`` must be a tensor of ``target``'s dtype. ``dim`` is an int and may
+    be negative (a float ``dim`` is not graded). Validated before writing: on error ``target`` is
+    unchanged. Differentiable like :func:`scatter_`.
 
     Example::
 
@@ -202,12 +204,12 @@ def gather(x, dim, index):
         out[i][j][k] = x[i][index[i][j][k]][k]  # if dim == 1
         out[i][j][k] = x[i][j][index[i][j][k]]  # if dim == 2
 
-    and likewise for any rank; ``dim`` may be negative. ``index`` (int64 or int32) has as many dims
-    as ``x`` (a 0-dim tensor counts as 1-dim) and ``index.size(d) <= x.size(d)`` for ``d != dim``
-    (along ``dim`` it may be larger: positions can repeat). The result has ``x``'s dtype and
-    device, and the gradient flows back to ``x`` (repeated positions accumulate). An empty
-    ``index`` gives an empty result of ``index``'s shape without further checks. The result's
-    strides are not graded (``torch.gather``'s are row-major).
+    and likewise for any rank. ``dim`` is an int and may be negative (a float ``dim`` is not
+    graded). ``index`` (int64 or int32) has as many dims as ``x`` (a 0-dim tensor counts as 1-dim)
+    and ``index.size(d) <= x.size(d)`` for ``d != dim`` (along ``dim`` it may be larger: positions
+    can repeat). The result has ``x``'s dtype and device, and the gradient flows back to ``x``
+    (repeated positions accumulate). An empty ``index`` gives an empty result of ``index``'s shape
+    without further checks. The result's strides are not graded (``torch.gather``'s are row-major).
 
     Raises ``IndexError`` for ``dim`` out of range and ``RuntimeError`` for another index dtype,
     mismatched ranks or sizes, and an index value outside ``[0, x.size(dim))``; for an index value
@@ -233,10 +235,11 @@ def one_hot(labels, num_classes):
 
     用自己写的 scatter_ 实现 one-hot 编码（与 torch.nn.functional.one_hot 相同，结果为 int64）。
 
-    As ``torch.nn.functional.one_hot(labels, num_classes)``: the result has shape
-    ``labels.shape + (C,)``, dtype int64, ``labels``' device, with ``out[..., labels[...]] = 1`` and
-    0 elsewhere. ``num_classes=-1`` means ``C = labels.max() + 1``. Build it as zeros and scatter 1
-    along the last dim with ``labels.unsqueeze(-1)`` as the index.
+    As ``torch.nn.functional.one_hot(labels, num_classes)``: the result has shape ``labels.shape +
+    (C,)``, dtype int64, ``labels``' device, with ``out[..., labels[...]] = 1`` and 0 elsewhere.
+    ``num_classes=-1`` means ``C = labels.max() + 1``; ``num_classes`` is an int (a float
+    ``num_classes`` is not graded). Build it as zeros and scatter 1 along the last dim with
+    ``labels.unsqueeze(-1)`` as the index.
 
     Raises ``RuntimeError`` like PyTorch, checked in this order: labels not int64 ("one_hot is only
     applicable to index tensor of type LongTensor."); empty labels with ``num_classes <= 0`` ("Can

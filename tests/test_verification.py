@@ -73,3 +73,35 @@ def test_only_parameters_annotated_as_callables_get_functions():
     assert verification.callable_positions(namespace["one"]) == (1, 2)
     assert verification.callable_positions(namespace["none"]) == ()
     assert verification.callable_positions(len) == ()
+
+
+COUNT = '''\
+import operator
+
+import torch
+
+
+def count_to(n: int) -> torch.Tensor:
+    """``torch.arange(n)``: int64, for an int ``n``."""
+    n = operator.index(n)
+    return torch.arange(n)
+'''
+
+
+def test_a_mark_on_a_dropped_operator_index_is_tried_with_the_float_of_each_int(tmp_path):
+    """Dropping `operator.index` looks equivalent on every int the checks or their variations send; the float of
+    the same int shows the mutant returning a float tensor where the reference raises TypeError."""
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "calc.py").write_text(COUNT)
+    mutant = tmp_path / "mutant.py"
+    mutant.write_text(COUNT.replace("    n = operator.index(n)\n", ""))
+    requests = tmp_path / "requests"
+    requests.mkdir()
+    sent = [{"probe": "call", "args": [3], "kwargs": {}, "options": {}}]
+    (requests / "calc.count_to.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
+    assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
+    verdict = verification.verify(assignment, {"calc.count_to": [("m1", str(mutant))]}, requests, tmp_path,
+                                  seed=0)[("calc.count_to", "m1")]
+    assert verdict.status == "differs", verdict
+    assert "count_to(3.0)" in verdict.evidence and "TypeError" in verdict.evidence, verdict.evidence
+    assert [what for what, _ in verification.variations(sent[0]) if "(a float)" in what] == ["argument 0 = 3.0 (a float)"]

@@ -14,7 +14,8 @@ non-contiguous; empty over a non-empty storage (at offset 0 and at its end); a s
 stride (added in front, or one it has); 0-dim over a larger storage; overlapping (stride 0); a dim of
 size zero; another dtype (float64, float16, bfloat16, int32 for integers: so the arguments' dtypes
 mix); every ``requires_grad`` combination of its floating-point tensors; an int (or an int of a tuple
-of ints) made -1, 0, 1, or moved by one; a float made 0 or negative. They are deterministic: the same
+of ints) made -1, 0, 1, moved by one, or the float of the same value (code that drops an
+``operator.index`` differs only there); a float made 0 or negative. They are deterministic: the same
 requests, in the same order, on every run; at most `LIMIT` per target (the checks' own first, the
 rest picked with the audit's seed).
 
@@ -251,6 +252,7 @@ def _number_variants(request: dict, place: tuple) -> Iterator[tuple[str, tuple, 
     if isinstance(value, int):
         for n in _int_variants(value):
             yield f"{_label(place)} = {n}", place, n
+        yield f"{_label(place)} = {float(value)} (a float)", place, float(value)
     elif isinstance(value, float):
         for x in (0.0, -abs(value) or -1.0):
             if x != value:
@@ -260,6 +262,7 @@ def _number_variants(request: dict, place: tuple) -> Iterator[tuple[str, tuple, 
         for j, v in enumerate(value):
             for n in _int_variants(v):
                 yield f"{_label(place)}[{j}] = {n}", (*place, j), n
+            yield f"{_label(place)}[{j}] = {float(v)} (a float)", (*place, j), float(v)
 
 
 def variations(request: dict) -> Iterator[tuple[str, dict]]:
