@@ -383,6 +383,21 @@ def test_a_worker_is_stopped_while_another_module_runs_so_what_it_left_running_c
     assert sb.output["bystander.py while importing"].strip() == "bystander loaded"
 
 
+def test_a_module_whose_code_left_nothing_running_keeps_its_worker_while_another_module_runs(level, spy):
+    """Paused, not ended: the module's next check needs no new worker (at level process, a new Python that
+    imports torch again; its launcher's child, the worker itself, was once taken for a process left running)."""
+    sb = Sandbox(spy, level=level)
+    try:
+        call(sb, "nothing")
+        first = sb.workers["spy"]
+        assert sb.run("bystander", "nothing", "call", (), {}, {}, timeout=30)["value"] is None
+        assert sb.workers["spy"] is first and first.paused
+        assert call(sb, "nothing") is None
+        assert sb.workers["spy"] is first and not first.paused
+    finally:
+        sb.close()
+
+
 def test_one_module_shares_a_worker_and_a_failure_after_another_target_is_tried_again_alone(level, spy):
     sb = Sandbox(spy, level=level)
     try:
