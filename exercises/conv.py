@@ -143,8 +143,9 @@ def pad2d(X, padding):
     result is a new tensor and the gradient flows back to ``X``.
 
     ``padding`` must be a non-negative int or a pair of them (``F.pad`` would crop where it is
-    negative; that is not graded). Raises ``ValueError`` when ``X`` has fewer than 2 dims;
-    ``RuntimeError``, which ``F.pad`` raises there, counts as well.
+    negative; that is not graded). A padding of another type (a float, a bool, a longer sequence) is
+    not graded either. Raises ``ValueError`` when ``X`` has fewer than 2 dims; ``RuntimeError``,
+    which ``F.pad`` raises there, counts as well.
 
     Example::
 
