@@ -33,23 +33,29 @@ def grad_of(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch
 '''
 
 
+def _verdict(tmp_path: Path, name: str, reference: str, mutant: str, sent: list[dict]) -> verification.Verdict:
+    """The search's verdict on one mutant of `calc.name` (module source `reference`), given what its checks sent."""
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "calc.py").write_text(reference)
+    (tmp_path / "mutant.py").write_text(mutant)
+    requests = tmp_path / "requests"
+    requests.mkdir()
+    (requests / f"calc.{name}.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
+    assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
+    found = verification.verify(assignment, {f"calc.{name}": [("m1", str(tmp_path / "mutant.py"))]}, requests,
+                                tmp_path, seed=0)
+    return found[(f"calc.{name}", "m1")]
+
+
 def test_a_mark_on_a_target_that_takes_a_function_is_tried_with_functions_that_close_over_a_parameter(tmp_path):
     """`if x_.grad is None` removed looks equivalent on every function the checks name (each reads its input, so
     backward always gives x_ a .grad); a function constant in x that closes over a parameter requiring grad
     shows the mutant returning None where the reference returns zeros."""
-    (tmp_path / "reference").mkdir()
-    (tmp_path / "reference" / "calc.py").write_text(REFERENCE)
-    mutant = tmp_path / "mutant.py"
-    mutant.write_text(REFERENCE.replace("    if x_.grad is None:\n        return torch.zeros_like(x_)\n", ""))
     # what a check sends: the bundled course's autograd probe, a function named for it
-    requests = tmp_path / "requests"
-    requests.mkdir()
     sent = [{"probe": "autograd_call", "args": ["sin", torch.linspace(-1, 1, 3)], "kwargs": {}, "options": {}},
             {"probe": "autograd_call", "args": ["cube", torch.linspace(-1, 1, 4)], "kwargs": {}, "options": {}}]
-    (requests / "calc.grad_of.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
-    assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
-    found = verification.verify(assignment, {"calc.grad_of": [("m1", str(mutant))]}, requests, tmp_path, seed=0)
-    verdict = found[("calc.grad_of", "m1")]
+    verdict = _verdict(tmp_path, "grad_of", REFERENCE,
+                       REFERENCE.replace("    if x_.grad is None:\n        return torch.zeros_like(x_)\n", ""), sent)
     assert verdict.status == "differs", verdict
     assert "grad_of(lambda t: w * torch.ones_like(t) (w = torch.tensor(1.5, requires_grad=True)), tensor(float32" \
            in verdict.evidence
@@ -91,17 +97,8 @@ def count_to(n: int) -> torch.Tensor:
 def test_a_mark_on_a_dropped_operator_index_is_tried_with_the_float_of_each_int(tmp_path):
     """Dropping `operator.index` looks equivalent on every int the checks or their variations send; the float of
     the same int shows the mutant returning a float tensor where the reference raises TypeError."""
-    (tmp_path / "reference").mkdir()
-    (tmp_path / "reference" / "calc.py").write_text(COUNT)
-    mutant = tmp_path / "mutant.py"
-    mutant.write_text(COUNT.replace("    n = operator.index(n)\n", ""))
-    requests = tmp_path / "requests"
-    requests.mkdir()
     sent = [{"probe": "call", "args": [3], "kwargs": {}, "options": {}}]
-    (requests / "calc.count_to.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
-    assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
-    verdict = verification.verify(assignment, {"calc.count_to": [("m1", str(mutant))]}, requests, tmp_path,
-                                  seed=0)[("calc.count_to", "m1")]
+    verdict = _verdict(tmp_path, "count_to", COUNT, COUNT.replace("    n = operator.index(n)\n", ""), sent)
     assert verdict.status == "differs", verdict
     assert "count_to(3.0)" in verdict.evidence and "TypeError" in verdict.evidence, verdict.evidence
     assert [what for what, _ in verification.variations(sent[0]) if "(a float)" in what] == ["argument 0 = 3.0 (a float)"]

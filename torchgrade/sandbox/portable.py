@@ -589,7 +589,8 @@ class Spawner:
                 return {"ok": False}
             # `pid` is the launcher: the worker itself is its child, not a process the student's code started
             # (counted as one, it made every module's turn start a fresh worker, importing torch again)
-            own = [p for p in found[1:] if child.worker is not None and p.pid == child.worker.pid]
+            worker = child.worker.pid if child.worker is not None else None
+            own = [p for p in found[1:] if p.pid == worker]
             with contextlib.suppress(psutil.Error):
                 return {"ok": True, "processes": len(found) - 1 - len(own),
                         "threads": (own or found)[0].num_threads()}
