@@ -22,6 +22,9 @@ from typing import Any
 _foreign: set[str] = set()
 #: Code object id -> (the code object, kept alive so its id stays its own; installed or not).
 _known: dict[int, tuple[Any, bool]] = {}
+#: File name -> True: every code object under that name is installed code (an installed file, nothing foreign
+#: under its name). Looked up by name, without id() (an audited event, so a call of `_audit` itself).
+_files: dict[str, bool] = {}
 _roots: tuple[str, ...] = ()
 _submission = "\0"
 _hooked = False
@@ -29,6 +32,8 @@ _hooked = False
 
 def installed(code: Any) -> bool:
     """Whether `code` is an installed file's own code (not the submission's, not made at run time)."""
+    if _files.get(code.co_filename):
+        return True
     entry = _known.get(id(code))
     if entry is not None and entry[0] is code:
         return entry[1]
@@ -38,7 +43,14 @@ def installed(code: Any) -> bool:
     verdict = (name.startswith(_roots) or name.startswith("<frozen ")) and not name.startswith(_submission) \
         and name not in _foreign
     _known[id(code)] = (code, verdict)
+    if verdict:
+        _files[name] = True
     return verdict
+
+
+def files() -> dict[str, bool]:
+    """The file names whose code is all installed code (a caller's first, cheapest test; `installed` decides)."""
+    return _files
 
 
 def known() -> dict[int, tuple[Any, bool]]:
@@ -52,6 +64,7 @@ def watch(submission: str, roots: list[str]) -> None:
     _set_roots(roots)
     _submission = submission
     _known.clear()
+    _files.clear()
     if not _hooked:
         sys.addaudithook(_audit)
         _hooked = True
@@ -64,6 +77,7 @@ def _set_roots(roots: Any) -> None:
     found = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
     found |= {os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
     _roots = tuple(sorted({os.path.join(r, "") for r in (*found, *roots) if r}))
+    _files.clear()
 
 
 #: The code (by id) of the frames where torch's own work begins (the recorder's handler of a call it saw).
@@ -89,6 +103,7 @@ def _audit(event: str, args: tuple) -> None:
         if event == "compile" and _is_that_file(args[0], filename):
             return  # the import system compiling an installed file that has no cached bytecode
         _foreign.add(filename)
+        _files.pop(filename, None)  # (before the code compiled under its name exists)
     except Exception:  # an audit hook that raises would break the event's caller
         pass
 

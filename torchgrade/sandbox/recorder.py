@@ -21,7 +21,7 @@ Everything inside a window is the target's, whoever's frame is on the stack (a t
 function, code compiled under another file's name: ``UNLINED``), except what torch's installed code does
 while the outermost window drives the code under test (``Target.drive``: a probe's ``backward``,
 ``gradcheck``). Inside a call the mode saw, code torch calls back that is not installed code (an
-``__index__``, a hook, a dispatch mode) runs as in a window (``_Callbacks``); what is installed code is
+``__index__``, a hook, a dispatch mode) runs as in a window (``_callbacks``); what is installed code is
 ``torchgrade.sandbox.provenance``'s to say.
 
 Switching the layers off is itself recorded (``TAMPERED``): the mode gone from the stack, the
@@ -107,12 +107,12 @@ class CallRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # Not the array-library hook while the call is recorded and run (its events on the recorder's own
         # builtins were most of its cost): code torch calls back that is not installed code (an __index__, a
-        # hook, a dispatch mode) is watched like the target's own (_Callbacks).
+        # hook, a dispatch mode) is watched like the target's own (_callbacks).
         previous = sys.getprofile()
         if previous is not None:
             sys.setprofile(None)
         self._charge(func, args, sys._getframe(1))
-        sys.setprofile(_Callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
+        sys.setprofile(_callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
         try:
             if self.marker is None:
                 return func(*args, **(kwargs or {}))
@@ -198,7 +198,7 @@ class CallRecorder(TorchFunctionMode):
 provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__torch_function__.__code__
 
 
-class _Callbacks:
+def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
     """The profile hook inside a call the mode saw: the first frame of code that is not installed (a callback
     of the student's that torch runs: an ``__index__``, a hook, a dispatch mode) runs as in a window, with the
     mode on torch's stack and the dispatcher recorded, until it returns.
@@ -206,36 +206,37 @@ class _Callbacks:
     The seen function's own frame (`own`), where its code does not count as installed (code was compiled
     under its file's name), runs with the dispatcher recorded but without the mode: with the mode, the
     function would dispatch to it again at once, and again, until the recursion limit, leaving the worker
-    with a stack of modes that made every later request hang."""
+    with a stack of modes that made every later request hang.
 
-    __slots__ = ("mode", "own", "frame", "depth")
+    A plain function, and installed files known by name (`provenance.files`): it runs for every Python call
+    and builtin call inside the seen call (hundreds for one operator on the CUDA stand-in), so each of those
+    costs one call and a comparison or a dictionary lookup."""
+    inside: Any = None  # the student's frame being run, if any
+    depth = 0
+    files = provenance.files()
 
-    def __init__(self, mode: CallRecorder, own: Any = None):
-        self.mode = mode
-        self.own = own
-        self.frame: Any = None
-        self.depth = 0
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal inside, depth
         try:
-            if self.frame is None:
-                if event == "call" and not provenance.installed(frame.f_code):
-                    self.frame = frame
-                    if frame.f_code is not self.own:
-                        torch._C._push_on_torch_function_stack(self.mode)
-                    self.depth = torch._C._len_torch_function_stack()
-                    if self.mode.marker is not None:
+            if inside is None:
+                if event == "call" and not files.get(frame.f_code.co_filename) \
+                        and not provenance.installed(frame.f_code):
+                    inside = frame
+                    if frame.f_code is not own:
+                        torch._C._push_on_torch_function_stack(mode)
+                    depth = torch._C._len_torch_function_stack()
+                    if mode.marker is not None:
                         _REAL["_enable_record_function"](True)
                 return
-            if event == "return" and frame is self.frame:
-                self.frame = None
-                if self.mode.marker is not None:
+            if event == "return" and frame is inside:
+                inside = None
+                if mode.marker is not None:
                     _REAL["_enable_record_function"](False)
-                if frame.f_code is self.own:
-                    if torch._C._len_torch_function_stack() != self.depth and _armed is not None:
+                if frame.f_code is own:
+                    if torch._C._len_torch_function_stack() != depth and _armed is not None:
                         _armed.tampered.append("replaced torch's function modes")
-                elif torch._C._len_torch_function_stack() == self.depth and \
-                        torch._C._get_function_stack_at(self.depth - 1) is self.mode:
+                elif torch._C._len_torch_function_stack() == depth and \
+                        torch._C._get_function_stack_at(depth - 1) is mode:
                     torch._C._pop_torch_function_stack()
                 elif _armed is not None:
                     _armed.tampered.append("replaced torch's function modes")
@@ -243,6 +244,8 @@ class _Callbacks:
             arrays.profile(frame, event, arg)  # the array-library watch, as in a window
         except Exception:  # (a profile function that raises is removed: the window's audit says so)
             pass
+
+    return hook
 
 
 def student_line(frame: Any, submission: str) -> str:

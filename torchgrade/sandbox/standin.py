@@ -59,14 +59,15 @@ CALLS_CUDA = "the code calls torch.cuda itself (a random state, a stream, a sync
 NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 
 #: Operators that cross devices by design.
-_CROSSING = {id(op) for op in (aten.copy_.default, aten._to_copy.default, aten._foreach_copy_.default,
-                               aten._copy_from.default, aten._copy_from_and_resize.default)}
+_CROSSING = (aten.copy_.default, aten._to_copy.default, aten._foreach_copy_.default, aten._copy_from.default,
+             aten._copy_from_and_resize.default)
 #: Operators whose index tensors may be on the CPU when the indexed tensor is on the GPU.
-_INDEXING = {id(op) for op in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default,
-                               aten._index_put_impl_.default, aten._unsafe_index.Tensor, aten._unsafe_index_put.default)}
-#: (Sets of ids: an OpOverload's own __hash__ is Python code, and these are looked up for every operator.)
+_INDEXING = (aten.index.Tensor, aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default,
+             aten._unsafe_index.Tensor, aten._unsafe_index_put.default)
 _TO_COPY = aten._to_copy.default
-_SETS = {id(op) for op in (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset)}
+_SETS = (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset)
+#: An operator's kind (`_kind`).
+_PLAIN, _CROSSES, _INDEXES, _SETS_STORAGE = range(4)
 
 _state = threading.local()
 
@@ -229,15 +230,26 @@ def blamed() -> str | None:
     return getattr(_state, "blamed", None)
 
 
-_WRITES: dict[int, tuple[tuple[int, str], ...]] = {}  # id(op): operators live as long as torch
+#: Each operator's (kind, the arguments it writes, whether it is a view), by its C++ handle (``func._op``, a
+#: builtin: hashed in C, where an OpOverload's own hash is Python code and id() an audited event).
+_OPERATORS: dict[Any, tuple[int, tuple[tuple[int, str], ...], bool]] = {}
 
 
-def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+def _operator(func: Any) -> tuple[int, tuple[tuple[int, str], ...], bool]:
+    """What `_run` needs to know of an operator, worked out once."""
+    handle = getattr(func, "_op", func)
+    known = _OPERATORS.get(handle)
+    if known is None:
+        kind = _CROSSES if any(func is op for op in _CROSSING) else _INDEXES if any(func is op for op in _INDEXING) \
+            else _SETS_STORAGE if any(func is op for op in _SETS) else _PLAIN
+        writes = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                       if a.alias_info is not None and a.alias_info.is_write)
+        known = _OPERATORS[handle] = (kind, writes, bool(getattr(func, "is_view", False)))
+    return known
+
+
+def _written(writes: tuple[tuple[int, str], ...], args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """The tensors an operator writes (self of an in-place op, out=)."""
-    writes = _WRITES.get(id(func))
-    if writes is None:
-        writes = _WRITES[id(func)] = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
-                                       if a.alias_info is not None and a.alias_info.is_write)
     found: list[torch.Tensor] = []
     for i, name in writes:
         _tensors(args[i] if i < len(args) else kwargs.get(name), found)
@@ -252,8 +264,9 @@ def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | Non
     student's, and sets the check aside (`Unsupported`). `tensors`: those of the arguments, where known."""
     try:
         tensors = _tensors((args, kwargs)) if tensors is None else tensors
-        written = _written(func, args, kwargs)
-        there, plain_args, plain_kwargs = _place(func, args, kwargs, tensors, written)
+        kind, writes, is_view = _operator(func)
+        written = _written(writes, args, kwargs) if writes else []
+        there, plain_args, plain_kwargs = _place(func, kind, args, kwargs, tensors, written)
     except Unsupported:
         raise
     except RuntimeError as e:
@@ -264,7 +277,7 @@ def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | Non
         raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
     out = func(*plain_args, **plain_kwargs)
     try:
-        base = args[0] if getattr(func, "is_view", False) and args and isinstance(args[0], torch.Tensor) else None
+        base = args[0] if is_view and args and isinstance(args[0], torch.Tensor) else None
         return _wrap(out, there, written, base)
     except Unsupported:
         raise
@@ -272,12 +285,12 @@ def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | Non
         raise _unsupported(f"{func} ({type(e).__name__}: {e})") from None
 
 
-def _place(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
+def _place(func: Any, kind: int, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
            written: list[torch.Tensor]) -> tuple[str | None, Any, Any]:
     """Where an operator's results go ("cuda": the stand-in), and its arguments with CPU values."""
     device = kwargs.get("device")
     plain_args, plain_kwargs = _mapped(args, _plain), _mapped(kwargs, _plain)
-    if id(func) in _CROSSING:
+    if kind == _CROSSES:
         if func is _TO_COPY:
             there = "cuda" if on_standin(device) else (_where(args[0]) if device is None else torch.device(device).type)
             if device is not None:
@@ -287,16 +300,16 @@ def _place(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
     else:
         if on_standin(device):
             plain_kwargs["device"] = torch.device("cpu")
-        if id(func) in _INDEXING:
+        if kind == _INDEXES:
             there = _indexed(func, args, kwargs)
         else:
             there = _common(func, tensors)
         if on_standin(device) and there is None:  # a factory function with device="cuda"
             there = "cuda"
         for t in written:
-            if _where(t) != there and there is not None and not (id(func) in _INDEXING and t is not args[0]):
+            if _where(t) != there and there is not None and not (kind == _INDEXES and t is not args[0]):
                 raise _mixed(MIXED, tensors)
-    if id(func) in _SETS and any(type(t) is StandIn for t in tensors):
+    if kind == _SETS_STORAGE and any(type(t) is StandIn for t in tensors):
         raise _unsupported(f"{func}")
     return there, plain_args, plain_kwargs
 
@@ -304,7 +317,6 @@ def _place(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor],
 def _wrap(out: Any, there: str | None, writes: list[torch.Tensor], view_of: torch.Tensor | None = None) -> Any:
     """The operator's results: what lands on the stand-in wrapped, a written argument (`writes`) as itself;
     `view_of`: the tensor a view operator's results are views of."""
-    written = {id(_plain(t)): t for t in writes}
     for t in writes:
         if type(t) is StandIn and (t.shape != t.value.shape or t.stride() != t.value.stride()
                                    or t.storage_offset() != t.value.storage_offset()):
@@ -315,8 +327,9 @@ def _wrap(out: Any, there: str | None, writes: list[torch.Tensor], view_of: torc
     def wrap(o: Any) -> Any:
         if not isinstance(o, torch.Tensor):
             return o
-        if id(o) in written:
-            return written[id(o)]
+        for t in writes:  # (identity, not id(): id() is an audited event, so a call of the sandbox's hook)
+            if _plain(t) is o:
+                return t
         if there != "cuda":
             return o
         if view_of_normal:
