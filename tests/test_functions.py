@@ -229,3 +229,16 @@ def test_a_legendre_model_that_bypasses_legendre_p3_loses_legendre_model(grade):
     lost_with(g, "functions.legendre_model", "['graph_uses_function']: expected True, got False",
               "LegendreP3.apply(c + d * x)")
 
+
+
+def test_a_wrong_backward_fails_gradcheck_on_cuda_with_the_entry_that_differs(grade):
+    """On CUDA gradcheck compares along random directions (fast mode: the stand-in pays per operator); a wrong
+    backward still fails there, and the message names the first entry that differs, as on the CPU."""
+    g = grade(only=("functions",), device="all", replace={"functions": [(
+        "return grad_output * 1.5 * (5 * x ** 2 - 1)", "return grad_output * 1.5 * (5 * x ** 2 - 2)")]})
+    failed = {t.name: t.output for t in g.tests if t.status == "failed" and "gradcheck" in t.name}
+    assert set(failed) == {"functions.LegendreP3: p3 backward passes gradcheck [cpu]",
+                           "functions.LegendreP3: p3 backward passes gradcheck [cuda]"}
+    for output in failed.values():
+        assert "Jacobian mismatch for output 0 with respect to input 0: 5 of 25 entries differ; d(out[0])/d(in[0]) is" \
+            in output and "by your backward" in output, output
