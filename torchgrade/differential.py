@@ -26,7 +26,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
@@ -410,6 +410,24 @@ def measures_nothing(raised: dict, request: dict, on_standin: bool) -> str:
             f"nothing. Change its inputs, or say which exception it is about")
 
 
+class _Described:
+    """The call line of a check's messages, written when a message first needs it: describing the inputs
+    costs more than most passing checks take in all."""
+
+    __slots__ = ("make", "text")
+
+    def __init__(self, make: Callable[[], str]):
+        self.make, self.text = make, None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = self.make()
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
@@ -471,7 +489,7 @@ class Differential:
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
         if captured is not None and not self.standin and all(d.type == "cpu" for d in _devices_in(request)):
             captured.append((self.target.qualname, wire.encode(request)))
-        call = t("called", call=self.describe_call(args, kwargs))
+        call = _Described(lambda: t("called", call=self.describe_call(args, kwargs)))
         outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
                                     self.target.name, request, on_standin=self.standin)
         if "standin_unsupported" in outcome:
@@ -499,7 +517,7 @@ class Differential:
         too (`accept`, `like`), or its name says so ("raises ...", "refuses ...", "... error")."""
         return bool(accept) or like is not None or bool(_EXCEPTION_WORDS.search(self.check or ""))
 
-    def _compare(self, expected: Any, reply: dict, call: str, **how: Any) -> None:
+    def _compare(self, expected: Any, reply: dict, call: _Described, **how: Any) -> None:
         __tracebackhide__ = True
         value = reply["value"]
         if _raised_anywhere(value, "NotImplementedError"):
@@ -519,7 +537,7 @@ class Differential:
             fact = parts[0] if parts and isinstance(parts[0], str) else None
             raise self.failure(failure_kind(e), f"{call}\n{detail}", fact=fact) from None
 
-    def _student_reply(self, request: dict, call: str, expected: Any = None, accept: tuple[str, ...] = (),
+    def _student_reply(self, request: dict, call: _Described, expected: Any = None, accept: tuple[str, ...] = (),
                        like: str | None = None) -> dict:
         __tracebackhide__ = True
         exercise, name = self.target.exercise, self.target.name
