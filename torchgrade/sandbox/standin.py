@@ -66,7 +66,7 @@ _INDEXING = (aten.index.Tensor, aten.index_put_.default, aten.index_put.default,
              aten._unsafe_index.Tensor, aten._unsafe_index_put.default)
 _TO_COPY = aten._to_copy.default
 _SETS = (aten.set_.source_Tensor, aten.set_.source_Storage, aten.set_.source_Storage_storage_offset)
-#: An operator's kind (`_kind`).
+#: An operator's kind (`_operator`).
 _PLAIN, _CROSSES, _INDEXES, _SETS_STORAGE = range(4)
 
 _state = threading.local()
