@@ -59,6 +59,19 @@ STUDENT = """
                 raise ValueError("boom")
         Boom.apply(x).sum().backward()
 
+    def hooked(x, nested):  # hooks of the student's, which autograd runs inside a backward the mode saw
+        def outer(g):
+            torch.exp(g)
+            if nested:  # a seen call inside the hook, which runs another hook of the student's
+                with torch.enable_grad():
+                    v = torch.ones(2, requires_grad=True) * 3
+                    v.register_hook(lambda h: torch.sin(h))
+                    v.sum().backward()
+            return g
+        y = x * 2
+        y.register_hook(outer)
+        return y
+
     def spanning(x, go, done):
         def run():  # one operator per request, each when that request says so
             for name, event in zip(("sin", "cos"), go):
@@ -121,6 +134,20 @@ def test_a_student_thread_spanning_two_requests_is_charged_to_each_for_what_it_r
     assert first.get("sin") == DISPATCHER and "cos" not in first
     assert second.get("cos") == DISPATCHER and "sin" not in second
     assert TAMPERED not in first and TAMPERED not in second
+
+
+def test_a_callback_torch_runs_inside_a_seen_call_is_watched_as_the_target_even_nested(tmp_path, engine):
+    """The profile hook inside a seen call (filtered in C by the compiled observer where it is loaded) hands
+    a callback of the student's, and one run inside a seen call of that callback, to the mode, and is
+    itself again afterwards: nothing said tampered, no hook left behind."""
+    import sys
+
+    student, x = _student(tmp_path), torch.ones(3, requires_grad=True)
+    y = student.hooked(x, nested=True)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    calls = _request(watch, lambda: y.sum().backward())
+    assert calls.get("exp", "").startswith("student.py:") and calls.get("sin", "").startswith("student.py:"), calls
+    assert TAMPERED not in calls and sys.getprofile() is None
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

@@ -197,11 +197,61 @@ PyObject* collect(PyObject*, PyObject*) {
   return Py_BuildValue("(NlllO)", list, windows.load(), markers.load(), events.load(), was ? Py_True : Py_False);
 }
 
+// The recorder's profile hook inside a call its mode saw (recorder._callbacks), with its commonest answer
+// given here: while no student frame runs (state[0] is None), a builtin's call or return, a Python frame's
+// return, and the call of a file all of whose code is installed (a True in `files`, provenance.files) need
+// nothing; everything else goes to the Python hook, as sys.setprofile would send it. The stand-in makes
+// hundreds of such events per operator, each a call of Python code otherwise.
+const char* const EVENT_NAMES[] = {"call", "exception", "line", "return", "c_call", "c_exception", "c_return", "opcode"};
+PyObject* event_names[8] = {};
+
+int filtered(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg) {
+  PyObject* files = PyTuple_GET_ITEM(obj, 0);
+  PyObject* hook = PyTuple_GET_ITEM(obj, 1);
+  PyObject* state = PyTuple_GET_ITEM(obj, 2);
+  if (PyList_GET_ITEM(state, 0) == Py_None) {
+    if (what != PyTrace_CALL) return 0;
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    PyObject* known = PyDict_GetItemWithError(files, code->co_filename);  // (borrowed)
+    Py_DECREF(code);
+    if (known == Py_True) return 0;
+    if (known == nullptr && PyErr_Occurred()) PyErr_Clear();
+  }
+  if (what < 0 || what > 7) return 0;
+  PyObject* result = PyObject_CallFunctionObjArgs(hook, reinterpret_cast<PyObject*>(frame), event_names[what],
+                                                  arg != nullptr ? arg : Py_None, nullptr);
+  if (result == nullptr) {  // as sys.setprofile's own trampoline: a hook that raises is removed
+    PyEval_SetProfile(nullptr, nullptr);
+    return -1;
+  }
+  Py_DECREF(result);
+  return 0;
+}
+
+// profile(files, hook, state): the filtered hook for this thread (sys.getprofile() then gives the triple).
+PyObject* profile(PyObject*, PyObject* args) {
+  PyObject *files, *hook, *state;
+  if (!PyArg_ParseTuple(args, "O!OO!", &PyDict_Type, &files, &hook, &PyList_Type, &state)) return nullptr;
+  if (PyList_GET_SIZE(state) != 1 || !PyCallable_Check(hook)) {
+    PyErr_SetString(PyExc_ValueError, "profile(files, hook, [frame or None])");
+    return nullptr;
+  }
+  for (int i = 0; i < 8; ++i) {
+    if (event_names[i] == nullptr && (event_names[i] = PyUnicode_InternFromString(EVENT_NAMES[i])) == nullptr) return nullptr;
+  }
+  PyObject* triple = PyTuple_Pack(3, files, hook, state);
+  if (triple == nullptr) return nullptr;
+  PyEval_SetProfile(filtered, triple);  // (it holds its own reference)
+  Py_DECREF(triple);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"arm", arm, METH_VARARGS, "arm(window_marker, seen_marker, builtin_namespaces): watch from now on"},
     {"enter", enter, METH_O, "enter(name) -> token: a named range opens in this thread"},
     {"leave", leave, METH_O, "leave(token): that range closes"},
     {"collect", collect, METH_NOARGS, "collect() -> (names, windows, markers, events, armed): stop watching"},
+    {"profile", profile, METH_VARARGS, "profile(files, hook, state): recorder._callbacks's hook, filtered here"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_torchgrade_observer", nullptr, -1, methods};

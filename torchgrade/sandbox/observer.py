@@ -189,6 +189,8 @@ def load(path: str | None) -> Any:
         if canary(loaded):
             module = loaded
             functions.update({f: getattr(loaded, f) for f in ("arm", "collect", "enter", "leave")})
+            if hasattr(loaded, "profile"):  # (the recorder's hook filtered in C: recorder._callbacks)
+                functions["profile"] = loaded.profile
     except Exception:  # (an ABI mismatch, a library that is not one, one without these functions: Kineto watches)
         module = None
     finally:

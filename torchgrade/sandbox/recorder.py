@@ -112,7 +112,7 @@ class CallRecorder(TorchFunctionMode):
         if previous is not None:
             sys.setprofile(None)
         self._charge(func, args, sys._getframe(1))
-        sys.setprofile(_callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
+        _set_profile(_callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
         try:
             if self.marker is None:
                 return func(*args, **(kwargs or {}))
@@ -128,7 +128,7 @@ class CallRecorder(TorchFunctionMode):
             with self.range(self.marker):
                 return func(*args, **(kwargs or {}))
         finally:
-            sys.setprofile(previous)
+            _set_profile(previous)
 
     def _charge(self, func: Any, args: tuple, caller: Any) -> None:
         """Record a call seen in a window: everything there is the target's, whoever's frame is on the stack,
@@ -211,25 +211,25 @@ def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
     A plain function, and installed files known by name (`provenance.files`): it runs for every Python call
     and builtin call inside the seen call (hundreds for one operator on the CUDA stand-in), so each of those
     costs one call and a comparison or a dictionary lookup."""
-    inside: Any = None  # the student's frame being run, if any
+    state: list[Any] = [None]  # the student's frame being run, if any (the compiled filter reads it too)
     depth = 0
     files = provenance.files()
 
     def hook(frame: Any, event: str, arg: Any) -> None:
-        nonlocal inside, depth
+        nonlocal depth
         try:
-            if inside is None:
+            if state[0] is None:
                 if event == "call" and not files.get(frame.f_code.co_filename) \
                         and not provenance.installed(frame.f_code):
-                    inside = frame
+                    state[0] = frame
                     if frame.f_code is not own:
                         torch._C._push_on_torch_function_stack(mode)
                     depth = torch._C._len_torch_function_stack()
                     if mode.marker is not None:
                         _REAL["_enable_record_function"](True)
                 return
-            if event == "return" and frame is inside:
-                inside = None
+            if event == "return" and frame is state[0]:
+                state[0] = None
                 if mode.marker is not None:
                     _REAL["_enable_record_function"](False)
                 if frame.f_code is own:
@@ -245,7 +245,28 @@ def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
         except Exception:  # (a profile function that raises is removed: the window's audit says so)
             pass
 
+    hook.state = state  # type: ignore[attr-defined]
     return hook
+
+
+_HOOK_CODE = _callbacks(None).__code__  # (the code of every hook `_callbacks` makes)
+
+
+def _set_profile(hook: Any) -> None:
+    """Make `hook` this thread's profile hook. A `_callbacks` hook goes through the compiled observer's filter
+    where the sandbox loaded one (observer.cpp: the events it answers never reach Python); so does the
+    triple ``sys.getprofile()`` gives while a filtered hook is on (a seen call inside a student's callback
+    puts it back). Anything else (None, the array-library hook) is set as it is."""
+    compiled = observer.functions.get("profile")
+    if compiled is not None:
+        if type(hook) is tuple and len(hook) == 3:
+            with contextlib.suppress(TypeError, ValueError):  # (a triple of someone else's: set as it is)
+                compiled(*hook)
+                return
+        elif getattr(hook, "__code__", None) is _HOOK_CODE:
+            compiled(provenance.files(), hook, hook.state)
+            return
+    sys.setprofile(hook)
 
 
 def student_line(frame: Any, submission: str) -> str:

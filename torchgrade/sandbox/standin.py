@@ -35,9 +35,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import linecache
+import operator
 import os
 import sys
 import threading
+from itertools import repeat
 from typing import Any, Iterator
 
 import torch
@@ -198,11 +200,27 @@ def _mapped(value: Any, fn: Any) -> Any:
     return fn(value) if isinstance(value, torch.Tensor) else value
 
 
+def _unwrapped(value: Any) -> Any:
+    """`value` with each stand-in tensor replaced by its CPU values (`_mapped` with `_plain`, without a call per
+    tensor: it runs for every operator's arguments)."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        out = []
+        for v in value:
+            inner = type(v)
+            out.append(v.value if inner is StandIn else _unwrapped(v) if inner is list or inner is tuple or inner is dict
+                       else v)
+        return out if kind is list else tuple(out)
+    if kind is dict:
+        return {k: _unwrapped(v) for k, v in value.items()}
+    return value.value if kind is StandIn else value
+
+
 def _common(func: Any, tensors: list[torch.Tensor]) -> str | None:
     """The device an operator runs on, by CUDA's rules, or RuntimeError as CUDA raises it."""
     common, scalar = None, False
     for t in tensors:
-        where = _where(t)
+        where = "cuda" if type(t) is StandIn else t.device.type  # (`_where`, inlined: it runs for every operator)
         is_scalar = where == "cpu" and t.dim() == 0
         if common is None:
             common, scalar = where, is_scalar
@@ -263,7 +281,10 @@ def _run(func: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor] | Non
     fit) as the operator raises it; anything else that goes wrong here is the stand-in's, not the
     student's, and sets the check aside (`Unsupported`). `tensors`: those of the arguments, where known."""
     try:
-        tensors = _tensors((args, kwargs)) if tensors is None else tensors
+        if tensors is None:
+            tensors = _tensors(args)
+            if kwargs:
+                _tensors(kwargs, tensors)
         kind, writes, is_view = _operator(func)
         written = _written(writes, args, kwargs) if writes else []
         there, plain_args, plain_kwargs = _place(func, kind, args, kwargs, tensors, written)
@@ -289,27 +310,28 @@ def _place(func: Any, kind: int, args: tuple, kwargs: dict, tensors: list[torch.
            written: list[torch.Tensor]) -> tuple[str | None, Any, Any]:
     """Where an operator's results go ("cuda": the stand-in), and its arguments with CPU values."""
     device = kwargs.get("device")
-    plain_args, plain_kwargs = _mapped(args, _plain), _mapped(kwargs, _plain)
+    to_standin = device is not None and on_standin(device)
+    plain_args, plain_kwargs = _unwrapped(args), (_unwrapped(kwargs) if kwargs else {})
     if kind == _CROSSES:
         if func is _TO_COPY:
-            there = "cuda" if on_standin(device) else (_where(args[0]) if device is None else torch.device(device).type)
+            there = "cuda" if to_standin else (_where(args[0]) if device is None else torch.device(device).type)
             if device is not None:
                 plain_kwargs["device"] = torch.device("cpu")
         else:  # a copy writes into its destination, wherever that is
             there = None
     else:
-        if on_standin(device):
+        if to_standin:
             plain_kwargs["device"] = torch.device("cpu")
         if kind == _INDEXES:
             there = _indexed(func, args, kwargs)
         else:
             there = _common(func, tensors)
-        if on_standin(device) and there is None:  # a factory function with device="cuda"
+        if to_standin and there is None:  # a factory function with device="cuda"
             there = "cuda"
         for t in written:
             if _where(t) != there and there is not None and not (kind == _INDEXES and t is not args[0]):
                 raise _mixed(MIXED, tensors)
-    if kind == _SETS_STORAGE and any(type(t) is StandIn for t in tensors):
+    if kind == _SETS_STORAGE and any(map(operator.is_, map(type, tensors), repeat(StandIn))):
         raise _unsupported(f"{func}")
     return there, plain_args, plain_kwargs
 
@@ -376,8 +398,12 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
         kwargs = kwargs or {}
-        tensors = _tensors((args, kwargs))
-        if on_standin(kwargs.get("device")) or any(type(t) is StandIn for t in tensors):
+        tensors = _tensors(args)
+        if kwargs:
+            _tensors(kwargs, tensors)
+        device = kwargs.get("device")
+        # (a stand-in tensor among them, by identity of type, in C: no generator's frame, nobody's __eq__)
+        if any(map(operator.is_, map(type, tensors), repeat(StandIn))) or (device is not None and on_standin(device)):
             return _run(func, args, kwargs, tensors)
         out = func(*args, **kwargs)
         if getattr(_state, "locate", None) is not None:
