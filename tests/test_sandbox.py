@@ -219,7 +219,8 @@ def test_a_worker_sees_a_scrubbed_environment_and_a_private_working_folder(level
         facts = call(sb, "facts")
     finally:
         sb.close()
-    allowed = {"PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONPATH",
+    # (LC_CTYPE: Python sets it itself at start where no locale is set, PEP 538; not the host's)
+    allowed = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONPATH",
                "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "HOME", "OMP_NUM_THREADS", "TMPDIR", "USER", "LOGNAME"}
     assert set(facts["env"]) <= allowed
     assert facts["home"] == facts["tmpdir"] == facts["cwd"]
