@@ -230,7 +230,6 @@ def test_a_legendre_model_that_bypasses_legendre_p3_loses_legendre_model(grade):
               "LegendreP3.apply(c + d * x)")
 
 
-
 def test_a_wrong_backward_fails_gradcheck_on_cuda_with_the_entry_that_differs(grade):
     """On CUDA gradcheck compares along random directions (fast mode: the stand-in pays per operator); a wrong
     backward still fails there, and the message names the first entry that differs, as on the CPU."""

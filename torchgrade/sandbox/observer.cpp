@@ -209,7 +209,7 @@ int filtered(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg) {
   PyObject* files = PyTuple_GET_ITEM(obj, 0);
   PyObject* hook = PyTuple_GET_ITEM(obj, 1);
   PyObject* state = PyTuple_GET_ITEM(obj, 2);
-  if (PyList_GET_ITEM(state, 0) == Py_None) {
+  if (PyList_GET_SIZE(state) == 1 && PyList_GET_ITEM(state, 0) == Py_None) {  // (a list emptied by anyone: all to Python)
     if (what != PyTrace_CALL) return 0;
     PyCodeObject* code = PyFrame_GetCode(frame);
     PyObject* known = PyDict_GetItemWithError(files, code->co_filename);  // (borrowed)

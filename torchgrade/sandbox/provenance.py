@@ -63,8 +63,7 @@ def watch(submission: str, roots: list[str]) -> None:
     global _submission, _hooked
     _set_roots(roots)
     _submission = submission
-    _known.clear()
-    _files.clear()
+    _known.clear()  # (_set_roots cleared _files)
     if not _hooked:
         sys.addaudithook(_audit)
         _hooked = True
