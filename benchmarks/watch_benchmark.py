@@ -1,6 +1,6 @@
 """The dispatcher watch's cost per request, each layer alone (torchgrade/sandbox/recorder.py, observer.py).
 
-    python benchmarks/watch_benchmark.py [--requests 400]
+    python benchmarks/watch_benchmark.py [--requests 400] [--module 100]
 
 A watched request is `DispatchWatch.armed()` around the probe, with the student's code in `window()`s.
 Per request, median of 5 rounds of `--requests` requests, for two requests: an empty window, and one
@@ -8,7 +8,9 @@ whose student code runs ~120 operator events at the dispatcher (hidden from the 
 looked at). Rows:
 
 - the mode alone: a window without an armed watch (what an unwatched target costs);
-- profiler: a Kineto session started and stopped around each request (the fallback);
+- profiler: a Kineto session started and stopped around each request (the fallback with -x);
+- profiler, kept: one Kineto session for many requests, its findings read every `--module` requests (the
+  fallback's usual way: a module's requests, then its verdicts);
 - compiled observer: the RecordFunction observer armed around each request (built first if needed:
   `torchgrade observer build`).
 
@@ -40,20 +42,24 @@ def busy(x: torch.Tensor) -> None:
             x = torch.relu(x * 1.5 + 1)
 
 
-def per_request(watch: DispatchWatch, body, requests: int, armed: bool) -> float:
-    """Seconds per request, median of 5 rounds."""
+def per_request(watch: DispatchWatch, body, requests: int, armed: bool, module: int = 0) -> float:
+    """Seconds per request, median of 5 rounds (with `module`, one kept session read every `module` requests)."""
     rounds = []
     for _ in range(5):
         start = time.perf_counter()
-        for _ in range(requests):
+        for i in range(requests):
             watch.mode.reset()
             if armed:
-                with watch.armed():
+                with watch.armed(str(i) if module else None):
                     with watch.window():
                         body()
+                if module and (i + 1) % module == 0:
+                    watch.findings()
             else:
                 with watch.window():
                     body()
+        if module:
+            watch.findings()
         rounds.append((time.perf_counter() - start) / requests)
     return statistics.median(rounds)
 
@@ -61,6 +67,7 @@ def per_request(watch: DispatchWatch, body, requests: int, armed: bool) -> float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--module", type=int, default=100, help="requests per kept profiler session")
     args = parser.parse_args()
     x = torch.ones(8)
     bodies = {"empty window": lambda: None, "~120 events": lambda: busy(x)}
@@ -71,7 +78,9 @@ def main() -> None:
         print(f"(no compiled observer here: {e})")
     rows: dict[str, dict[str, float]] = {}
     events: dict[str, int] = {}
-    engines = [("the mode alone", None), (observer.PROFILER, None)] + ([(observer.COMPILED, path)] if path else [])
+    kept = f"{observer.PROFILER}, kept"
+    engines = [("the mode alone", None), (observer.PROFILER, None), (kept, None)] + \
+        ([(observer.COMPILED, path)] if path else [])
     for name, library in engines:
         observer.load(library)  # (None: the profiler)
         if library is not None and observer.module is None:
@@ -80,8 +89,9 @@ def main() -> None:
         watch = DispatchWatch(CallRecorder(str(ROOT / "no-submission") + "/"))
         rows[name] = {}
         for label, body in bodies.items():
-            rows[name][label] = per_request(watch, body, args.requests, armed=name != "the mode alone")
-            if name != "the mode alone":
+            rows[name][label] = per_request(watch, body, args.requests, armed=name != "the mode alone",
+                                            module=args.module if name == kept else 0)
+            if name not in ("the mode alone", kept):
                 events[f"{name}, {label}"] = watch.events
     observer.load(None)
     print(f"torch {torch.__version__}; per request, median of 5 rounds of {args.requests}")

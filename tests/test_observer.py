@@ -1,10 +1,12 @@
-"""The dispatcher watch's two engines (torchgrade/sandbox/observer.py): the compiled RecordFunction observer and,
-where it is missing or broken, a Kineto session per request. Both must charge the same operators to the same
-request: two requests, a student thread spanning both, a request that crashes mid-way."""
+"""The dispatcher watch's engines (torchgrade/sandbox/observer.py): the compiled RecordFunction observer and,
+where it is missing or broken, Kineto: a session per request, or one session kept across a module's requests
+whose findings are read afterwards (recorder.DispatchWatch.armed with a token). Each must charge the same
+operators to the same request: two requests, a student thread spanning both, a request that crashes mid-way."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import textwrap
 import threading
 
@@ -14,8 +16,12 @@ from conftest import make_submission, points_by_target
 
 from torchgrade.forbidden import DISPATCHER, TAMPERED
 from torchgrade.grading import grade_submission
-from torchgrade.sandbox import host, observer
+from torchgrade.differential import _with_findings
+from torchgrade.sandbox import host, observer, recorder
 from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
+
+#: Kineto with one session for many requests, read when asked (a module's requests have ended).
+KEPT = "one profiler session"
 
 
 def _built() -> str:
@@ -25,7 +31,7 @@ def _built() -> str:
     return path
 
 
-@pytest.fixture(params=[observer.COMPILED, observer.PROFILER])
+@pytest.fixture(params=[observer.COMPILED, observer.PROFILER, KEPT])
 def engine(request):
     """The in-process watch runs on one engine, then the module's state is as it was."""
     saved, functions = observer.module, dict(observer.functions)
@@ -35,6 +41,7 @@ def engine(request):
         observer.module = None
         observer.functions.clear()
     yield request.param
+    assert recorder._kept is None, "a profiler session was left open"
     observer.module = saved
     observer.functions.clear()
     observer.functions.update(functions)
@@ -95,22 +102,52 @@ def _student(tmp_path):
     return module
 
 
-def _request(watch: DispatchWatch, *runs) -> dict:
-    """One armed request, each of `runs` in a window of its own; what it recorded."""
-    watch.mode.reset()
-    with watch.armed():
-        for run in runs:
-            with watch.window():
-                run()
-    return dict(watch.mode.calls)
+class Requests:
+    """Armed requests on one watch, each of its runs in a window of its own; what each recorded. With the kept
+    session, what the profiler saw joins each request's record when `read` asks for it (as the host's
+    settle does: torchgrade.differential._with_findings)."""
+
+    def __init__(self, watch: DispatchWatch, engine: str):
+        self.watch, self.engine = watch, engine
+        self.waiting: dict[str, dict] = {}
+
+    def __call__(self, *runs) -> dict:
+        with self.armed():
+            for run in runs:
+                with self.watch.window():
+                    run()
+        return self.recorded()
+
+    def armed(self):
+        self.watch.mode.reset()
+        self.token = secrets.token_hex(4) if self.engine == KEPT else None
+        return self.watch.armed(self.token)
+
+    def recorded(self) -> dict:
+        calls = dict(self.watch.mode.calls)
+        if self.token is not None:
+            assert recorder._kept is self.watch, "the session was not kept open"
+            self.waiting[self.token] = calls
+        return calls
+
+    def read(self) -> None:
+        found = self.watch.findings()
+        assert set(found) == set(self.waiting)
+        for token, calls in self.waiting.items():
+            joined = _with_findings(calls, found[token])
+            calls.clear()
+            calls.update(joined)
+        self.waiting.clear()
 
 
 def test_each_request_is_charged_with_its_own_operators_only(tmp_path, engine):
     student, x = _student(tmp_path), torch.arange(6.0)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
     assert (watch.compiled is not None) == (engine == observer.COMPILED)
-    first = _request(watch, lambda: student.hidden(x, "view"), lambda: x + 1)
-    second = _request(watch, lambda: student.hidden(x, "exp"))
+    request = Requests(watch, engine)
+    first = request(lambda: student.hidden(x, "view"), lambda: x + 1)
+    second = request(lambda: student.hidden(x, "exp"))
+    request.read()
     assert first.get("view") == DISPATCHER and "exp" not in first
     assert second.get("exp") == DISPATCHER and "view" not in second
     assert TAMPERED not in first and TAMPERED not in second
@@ -127,10 +164,12 @@ def test_a_student_thread_spanning_two_requests_is_charged_to_each_for_what_it_r
         go[0].set()
         assert done.wait(30)
 
-    first = _request(watch, first_window)
+    request = Requests(watch, engine)
+    first = request(first_window)
     done.clear()
-    second = _request(watch, lambda: (go[1].set(), done.wait(30)))
+    second = request(lambda: (go[1].set(), done.wait(30)))
     threads[0].join(30)
+    request.read()
     assert first.get("sin") == DISPATCHER and "cos" not in first
     assert second.get("cos") == DISPATCHER and "sin" not in second
     assert TAMPERED not in first and TAMPERED not in second
@@ -145,7 +184,9 @@ def test_a_callback_torch_runs_inside_a_seen_call_is_watched_as_the_target_even_
     student, x = _student(tmp_path), torch.ones(3, requires_grad=True)
     y = student.hooked(x, nested=True)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
-    calls = _request(watch, lambda: y.sum().backward())
+    request = Requests(watch, engine)
+    calls = request(lambda: y.sum().backward())
+    request.read()
     assert calls.get("exp", "").startswith("student.py:") and calls.get("sin", "").startswith("student.py:"), calls
     assert TAMPERED not in calls and sys.getprofile() is None
 
@@ -153,13 +194,90 @@ def test_a_callback_torch_runs_inside_a_seen_call_is_watched_as_the_target_even_
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):
     student, x = _student(tmp_path), torch.ones(3, requires_grad=True)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
-    watch.mode.reset()
-    with pytest.raises(ValueError, match="boom"), watch.armed(), watch.window():
+    request = Requests(watch, engine)
+    with pytest.raises(ValueError, match="boom"), request.armed(), watch.window():
         student.crash(x)  # raises inside a custom backward, inside the recorder's marker, inside autograd's engine
-    crashed = dict(watch.mode.calls)
-    after = _request(watch, lambda: student.hidden(x.detach(), "exp"))
+    crashed = request.recorded()
+    after = request(lambda: student.hidden(x.detach(), "exp"))
+    request.read()
     assert crashed.get("neg") == DISPATCHER and TAMPERED not in crashed
     assert after.get("exp") == DISPATCHER and "neg" not in after and TAMPERED not in after
+
+
+def test_a_switch_of_the_profiler_a_student_thread_tries_between_kept_requests_is_refused_and_charged(tmp_path):
+    """Between two requests of a kept session no window is open, yet the session watches: a student's thread
+    that reaches the profiler's switch then is refused, and the request that ran last is charged with it."""
+    observer_state = observer.module, dict(observer.functions)
+    observer.module = None
+    observer.functions.clear()
+    try:
+        student, x = _student(tmp_path), torch.ones(3)
+        watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+        request = Requests(watch, KEPT)
+        first = request(lambda: student.hidden(x, "exp"))
+        outcome = []
+
+        def switch_off():
+            try:
+                recorder._Guard("_disable_profiler")()
+            except RuntimeError as e:
+                outcome.append(str(e))
+
+        thread = threading.Thread(target=switch_off)
+        thread.start()
+        thread.join(30)
+        second = request(lambda: student.hidden(x, "sin"))
+        request.read()
+    finally:
+        observer.module = observer_state[0]
+        observer.functions.update(observer_state[1])
+    assert outcome and "is the grader's while a check runs" in outcome[0]
+    assert "called torch.autograd._disable_profiler" in first.get(TAMPERED, ""), first
+    assert first.get("exp") == DISPATCHER and TAMPERED not in second and second.get("sin") == DISPATCHER
+
+
+CRASHER = """
+    import os
+    from pathlib import Path
+
+    import torch
+
+    def leak(x):  # a forbidden operator the mode does not see; with `again`, it ends its process when run again
+        with torch._C.DisableTorchFunction():
+            torch.exp(x)
+        ran = Path({ran!r})
+        if ran.exists() and {again}:
+            os._exit(4)
+        ran.write_text("once")
+        return x + 1
+
+    def crash(x):
+        os._exit(3)
+"""
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["runs-again", "dies-again"])
+def test_a_deferred_verdict_outlives_the_worker_a_later_request_crashed(tmp_path, again):
+    """Level `process` watches with the profiler, one session per worker: a request's findings wait in its
+    worker. When a later request ends that worker, the request is run again, watched at once, and that run's
+    record stands for it; if the second run dies too, its findings say the watch was lost (a forbidden call)."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "spy.py").write_text(textwrap.dedent(CRASHER.format(ran=str(tmp_path / "ran"), again=again)))
+    sandbox = host.Sandbox(folder, level="process", defer=True)
+    try:
+        x = torch.ones(3)
+        first = sandbox.run("spy", "leak", "call", (x,), {}, {}, timeout=60)
+        assert sandbox.watch == observer.PROFILER and "exp" not in first["calls"] and first.get("deferred")
+        with pytest.raises(host.Died):
+            sandbox.run("spy", "crash", "call", (x,), {}, {}, timeout=60)
+        found = sandbox.settle()[first["deferred"]]
+    finally:
+        sandbox.close()
+    if again:
+        assert "ended its sandbox process before the grader had read" in found.get(TAMPERED, ""), found
+    else:
+        assert found.get("exp") == DISPATCHER and TAMPERED not in found, found
 
 
 def test_the_canary_refuses_an_observer_that_reports_nothing():
@@ -215,6 +333,15 @@ def test_grading_names_its_watch_and_catches_a_hidden_call_with_either(assignmen
     assert graded.watch == (observer.COMPILED if library == "built" else observer.PROFILER)
     assert points["tensors.view"][0] == 0
     assert all(score == top for target, (score, top) in points.items() if target != "tensors.view")
+    if library == "broken":  # the profiler's verdicts waited for the module's end; with -x, none waits
+        host.close_all()
+        try:
+            first = grade_submission(folder, assignment, device="cpu", only=("tensors",), stop_first=True)
+        finally:
+            host.close_all()
+        failed = [c for c in first.tests if c.status == "failed"]
+        assert len(failed) == 1 and failed[0].forbidden
+        assert failed[0].output == next(c.output for c in graded.tests if c.nodeid == failed[0].nodeid)
 
 
 def test_a_run_at_level_process_leaves_no_cached_build_behind(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ from . import compare as comparison
 from .bounds import preview
 from .config import Assignment, Target
 from .feedback import missing_module
-from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
+from .forbidden import TAMPERED, ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
 from .sandbox import standin, wire
@@ -428,12 +428,23 @@ class _Described:
         return format(str(self), spec)
 
 
+def _with_findings(calls: dict, findings: dict) -> dict:
+    """A request's calls with what the profiler saw of it afterwards, as the sandbox joins them at once."""
+    joined = {**calls, **{k: v for k, v in findings.items() if k not in calls}}
+    if TAMPERED in findings:
+        joined[TAMPERED] = findings[TAMPERED]
+    return joined
+
+
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
     def __init__(self, assignment: Assignment, target: Target, submission: Path, sandbox: Sandbox,
-                 patterns: tuple[str, ...], hidden: bool, check: str | None = None, standin: bool = False):
+                 patterns: tuple[str, ...], hidden: bool, check: str | None = None, standin: bool = False,
+                 verdicts: list | None = None):
         self.assignment = assignment
+        #: Where a reply's forbidden-call verdict is left for later (`deferred`: torchgrade.plugin.settle).
+        self.verdicts = verdicts if verdicts is not None else []
         self.target = target
         self.submission = submission
         self.sandbox = sandbox
@@ -537,6 +548,12 @@ class Differential:
             fact = parts[0] if parts and isinstance(parts[0], str) else None
             raise self.failure(failure_kind(e), f"{call}\n{detail}", fact=fact) from None
 
+    def _deferred_verdict(self, calls: dict, findings: dict) -> str | None:
+        """The message a request's forbidden calls fail its check with, its deferred findings read (or None)."""
+        forbidden = runtime_violations(_with_findings(calls, findings), self.patterns)
+        return str(self.failure("forbidden", forbidden_message(forbidden, self.target.name), ForbiddenCallFailure)) \
+            if forbidden else None
+
     def _student_reply(self, request: dict, call: _Described, expected: Any = None, accept: tuple[str, ...] = (),
                        like: str | None = None) -> dict:
         __tracebackhide__ = True
@@ -579,6 +596,12 @@ class Differential:
             ran["repeated"].update(reply.get("lines_repeated") or ())
             ran["elsewhere"] = ran["elsewhere"] or bool(reply.get("lines_elsewhere"))
         calls = reply.get("calls") if isinstance(reply.get("calls"), dict) else {}
+        token = reply.get("deferred")
+        if token is not None:  # what the profiler saw comes later; now, if a message needs all of it at once
+            if runtime_violations(calls, self.patterns):
+                calls = _with_findings(calls, self.sandbox.settle().get(token, {}))
+            else:
+                self.verdicts.append((token, functools.partial(self._deferred_verdict, calls)))
         forbidden: list[ForbiddenCall] = runtime_violations(calls, self.patterns)
         if forbidden:
             raise self.failure("forbidden", forbidden_message(forbidden, name), ForbiddenCallFailure)

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
@@ -56,7 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
     use_course(assignment)
     submission = Path(config.getoption("--submission") or assignment.stubs_dir).resolve()
     config.stash[_state_key] = GradingState(assignment, submission, config.getoption("--device"),
-                                            tuple(config.getoption("--target")))
+                                            tuple(config.getoption("--target")),
+                                            defer=not config.getoption("maxfail", 0))
 
 
 def use_course(assignment: config_module.Assignment) -> None:
@@ -82,8 +84,16 @@ def use_course(assignment: config_module.Assignment) -> None:
 class GradingState:
     """What one pytest session grades, and what it has found so far."""
 
-    def __init__(self, assignment: config_module.Assignment, submission: Path, device: str, only: tuple[str, ...]):
+    def __init__(self, assignment: config_module.Assignment, submission: Path, device: str, only: tuple[str, ...],
+                 defer: bool = False):
         self.assignment = assignment
+        #: A forbidden-call verdict of the profiler's may wait until its module's checks end (Sandbox: `defer`),
+        #: not with -x: the first failure stops the run where it happens.
+        self.defer = defer
+        #: The deferred verdicts of the check running now: (token, what the token's findings make of it).
+        self.verdicts: list[tuple[str, Callable[[dict], str | None]]] = []
+        #: Recorded checks whose verdicts wait, with those verdicts.
+        self.awaiting: list[tuple[CheckResult, list]] = []
         self.submission = submission
         self.device = device
         self.only = only
@@ -108,7 +118,7 @@ class GradingState:
             # sees (a CPU check of pick_device asks torch.cuda.is_available() on both sides)
             cuda = torch.cuda.is_available()
             self._sandbox = Sandbox(self.submission, cuda=cuda, ranks=_distributed(self.assignment) if cuda else frozenset(),
-                                    warm=self.warm)
+                                    warm=self.warm, defer=self.defer)
         return self._sandbox
 
     def device_skip_reason(self, device: str) -> str | None:
@@ -224,7 +234,7 @@ def _differential(item: pytest.Item) -> Differential:
         raise pytest.UsageError(f"{item.nodeid}: {exercise}.{name} is not in {state.assignment.path.name}") from None
     return Differential(state.assignment, target, state.submission, state.sandbox, target.forbidden,
                         hidden=_visibility(item, state) == "hidden", check=getattr(item, "originalname", item.name),
-                        standin=state.on_standin(item))
+                        standin=state.on_standin(item), verdicts=state.verdicts)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -293,17 +303,40 @@ def _record(item: pytest.Item, status: str, text: str, forbidden: bool = False, 
         row = item.stash[_row_key] = dict(
             nodeid=item.nodeid, name=_display_name(item), exercise=exercise_of(item), target=_target(item),
             device=_device(item), visibility=_visibility(item, state))
+    result = CheckResult(**row, status=status, duration=duration, standin=state.on_standin(item))
+    _outcome(state, result, status, text, forbidden)
+    state.results.append(result)
+    if state.verdicts:  # its forbidden-call verdict waits for its module's (`settle`)
+        state.awaiting.append((result, state.verdicts[:]))
+        state.verdicts.clear()
+
+
+def _outcome(state: GradingState, result: CheckResult, status: str, text: str, forbidden: bool) -> None:
+    """A check's status and message, as a student reads them."""
     # Every message is cut to a size (bounds.py), its hint line kept: messages from any path, a course's
     # own assertion or a grader error included.
     if state.cells:  # "tensors.py, line 12" of a module made from a notebook: "tensors.ipynb, cell 7, line 3"
         text = relabel(text, state.cells)
     text = bounds.clip_message(text, keep_last_line=True)
-    on_standin = state.on_standin(item)
-    if on_standin and state.standin == "warn" and status != "skipped":  # findings as warnings: no points either way
+    if result.standin and state.standin == "warn" and status != "skipped":  # findings as warnings: no points either way
         text = i18n.t("standin_warning", text=text) if status != "passed" else i18n.t("standin_not_counted")
         status, forbidden = "skipped", False
-    state.results.append(CheckResult(**row, status=status, output=text, forbidden=forbidden, duration=duration,
-                                     standin=on_standin))
+    result.status, result.output, result.forbidden = status, text, forbidden
+
+
+def settle(state: GradingState) -> None:
+    """The deferred verdicts: a check whose requests ran a forbidden call unseen by the mode fails as it would
+    have failed at once (the first such request's message)."""
+    if not state.awaiting or state._sandbox is None:
+        return
+    findings = state._sandbox.settle()
+    for result, verdicts in state.awaiting:
+        for token, verdict in verdicts:
+            text = verdict(findings.get(token, {}))
+            if text is not None:
+                _outcome(state, result, "failed", text, True)
+                break
+    state.awaiting.clear()
 
 
 def direct(item: pytest.Item) -> bool:
@@ -365,6 +398,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None:
         return
     if state._sandbox is not None:
+        settle(state)
         state._sandbox.close()
     assign_points(state.results, state.assignment)
     notes = [f"graded on: {', '.join(state.graded_devices())}"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import stat
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..forbidden import TAMPERED
 from . import inbox, isolation, observer
 from .exits import describe_exit
 from .inbox import output_file
@@ -490,6 +492,10 @@ class Worker:
         #: It waited, stopped, for this request: whatever killed it then was not its own code.
         self.resumed = False
         self.closed = False
+        #: The tokens of its requests whose profiler findings it has not yet sent (Sandbox: `defer`).
+        self.deferred: list[str] = []
+        #: The longest time limit of those requests (reading the findings gets as long).
+        self.longest = 0.0
         self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
                                                  exercise=exercise, limits=asdict(limits), cuda=cuda, ranks=ranks,
                                                  warm=warm)
@@ -529,6 +535,23 @@ class Worker:
             return self._receive(timeout, importing=False)
         finally:
             self.resumed = False
+
+    def findings(self) -> dict[str, dict[str, str]]:
+        """The deferred findings it holds (token → calls); a SandboxFailure if it cannot send them."""
+        from . import wire
+
+        try:
+            self.conn.send_bytes(wire.encode({"findings": True}))
+        except OSError:
+            raise self._failure(Died, "the sandbox process {exit}") from None
+        reply = self._receive(max(self.longest, 10.0), importing=False)
+        found = reply.get("findings")
+        if type(found) is not dict or len(found) > MAX_CALLS:
+            raise self._failure(BadReply, "the sandbox sent its watch's findings as something other than a table")
+        try:
+            return {_text(token, "a request's token"): checked({"calls": calls})["calls"] for token, calls in found.items()}
+        except SandboxFailure as e:
+            raise self._failure(BadReply, str(e)) from None
 
     def _receive(self, timeout: float, importing: bool) -> dict:
         from . import wire
@@ -580,8 +603,17 @@ class Sandbox:
     """
 
     def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False,
-                 ranks: frozenset[str] = frozenset(), warm: bool = True):
+                 ranks: frozenset[str] = frozenset(), warm: bool = True, defer: bool = False):
         self.submission = Path(submission).resolve()
+        #: Where the profiler watches, read what it saw once per worker, not per request: a reply then has
+        #: ``deferred``, a token whose findings `settle` gives (a module's worker is read before another
+        #: module's runs, and before it is closed).
+        self.defer = defer
+        #: Each deferred request, by its token: (module, request, time limit), for a second run if lost.
+        self._asked: dict[str, tuple[str, dict, float]] = {}
+        #: Deferred findings read so far (token → calls), and the tokens whose worker ended before.
+        self.findings: dict[str, dict[str, str]] = {}
+        self._lost: list[str] = []
         #: More than one module may be graded: the zygote imports the costly part of its warm-up at the
         #: first worker, after forking it (zygote.py); a check of one module does not wait for it.
         self.warm = warm
@@ -642,6 +674,10 @@ class Sandbox:
                    "options": dict(options), "dispatch": watch_dispatcher, "standin": standin}
         if coverage:
             request["coverage"] = True
+        return self._send(exercise, request, timeout, defer=self.defer and watch_dispatcher and not coverage)
+
+    def _send(self, exercise: str, request: dict, timeout: float, defer: bool = False) -> dict:
+        key, target = f"{exercise}.{request['target']}", request["target"]
         retried = False
         while True:
             failure = self.import_failures.get(exercise) or self.wreckers.get(key)
@@ -652,7 +688,17 @@ class Sandbox:
             try:
                 if worker is None:
                     worker = self._spawn(exercise, timeout)
-                return worker.request(request, timeout)
+                token = None
+                if defer and worker.zygote.watch == observer.PROFILER:  # (the compiled observer reads at once)
+                    token = request["defer"] = secrets.token_hex(8)
+                reply = worker.request(request, timeout)
+                reply.pop("deferred", None)
+                if token is not None and "calls" in reply:  # the probe ran: the watch's verdict waits
+                    worker.deferred.append(token)
+                    worker.longest = max(worker.longest, timeout)
+                    self._asked[token] = (exercise, {k: v for k, v in request.items() if k != "defer"}, timeout)
+                    reply["deferred"] = token
+                return reply
             except SandboxFailure as e:
                 self._retire(exercise)
                 if (e.collateral or shared) and not retried:  # not necessarily this target's doing: once more, alone
@@ -668,6 +714,8 @@ class Sandbox:
     def _worker_for(self, exercise: str) -> Worker | None:
         """The module's live worker, running (the one that ran before is stopped), or None."""
         worker = self.workers.get(exercise)
+        if self._running is not None and self._running is not worker:
+            self._read(self._running)  # (its module's requests have ended, for now)
         if self._running is not None and self._running is not worker and not self._running.pause():
             self._retire(self._running.exercise)  # one module's leftovers never starve the next module
         self._running = worker
@@ -693,11 +741,50 @@ class Sandbox:
         self.workers[exercise] = self._running = worker
         return worker
 
+    def _read(self, worker: Worker) -> None:
+        """A live worker's deferred findings into `findings` (those of a worker that ends first are lost)."""
+        tokens, worker.deferred = worker.deferred, []
+        if not tokens or worker.closed:
+            self._lost += tokens
+            return
+        try:
+            found = worker.findings()
+        except SandboxFailure:
+            found = {}
+            self._retire(worker.exercise)
+        for token in tokens:
+            if token in found:
+                self.findings[token] = found[token]
+                del self._asked[token]  # (its inputs are not needed again)
+            else:
+                self._lost.append(token)
+
+    def settle(self) -> dict[str, dict[str, str]]:
+        """Every deferred request's findings (token → calls). A request whose worker ended before they were
+        read (a later request crashed it, timed out) is run again, watched at once, and what that run
+        records stands for it; where that run fails too, nothing vouches for the request, and its findings say
+        the watch was lost (a forbidden call)."""
+        for worker in list(self.workers.values()):
+            self._read(worker)
+        while self._lost:
+            token = self._lost.pop(0)
+            exercise, request, timeout = self._asked.pop(token)
+            try:
+                calls = self._send(exercise, dict(request), timeout).get("calls")
+            except SandboxFailure:
+                calls = None
+            self.findings[token] = calls if calls is not None else {
+                TAMPERED: "ended its sandbox process before the grader had read what this call ran, and again "
+                          "when the call was run once more"}
+        return self.findings
+
     def _retire(self, exercise: str) -> None:
         worker = self.workers.pop(exercise, None)
         if worker is self._running:
             self._running = None
         if worker is not None:
+            self._lost += worker.deferred
+            worker.deferred = []
             worker.close()
             self._collect_output(exercise, worker.workdir, worker.served)
 

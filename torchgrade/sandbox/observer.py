@@ -1,4 +1,4 @@
-"""The compiled watch: a RecordFunction observer (``observer.cpp``) in place of a Kineto session per request.
+"""The compiled watch: a RecordFunction observer (``observer.cpp``) in place of a Kineto session.
 
 ``recorder.DispatchWatch`` needs, for each watched request, what ran at torch's dispatcher inside the
 student's windows (and in every other thread). Starting and stopping Kineto around each request costs

@@ -5,7 +5,8 @@
    (``torch._C.DisableTorchFunction``, ``_disable_current_modes``) or go around it (a thread).
 2. ``DispatchWatch``: a RecordFunction observer armed around each request (the compiled one of
    ``torchgrade.sandbox.observer`` where the sandbox loaded it, else a Kineto profiler session whose
-   event tree ``Findings`` walks; both compute the same record) sees every operator at the
+   event tree ``Findings`` walks, kept open across requests whose findings the host reads later; both
+   compute the same record) sees every operator at the
    dispatcher (RecordFunction), in every thread, whatever Python modes are on; in the probe's
    thread, only during the student's windows (the probe's own work is not looked at). A call the mode
    sees runs with RecordFunction off in its thread: what it runs is its implementation, and
@@ -31,6 +32,7 @@ ones that refuse and record), or markers that the mode did not make.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import os
@@ -290,13 +292,19 @@ class _Guard:
         self.owner = owner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _armed is not None:
-            _armed.tampered.append(f"called {self.owner}.{self.name}")
+        if _armed is not None or _kept is not None:
+            what = f"called {self.owner}.{self.name}"
+            if _armed is not None:
+                _armed.tampered.append(what)
+            else:  # between requests (a thread of the student's): the request that ran last is charged
+                _kept.charge_last(what)
             raise RuntimeError(f"{self.owner}.{self.name} is the grader's while a check runs")
         return self.real(*args, **kwargs)
 
 
 _armed: DispatchWatch | None = None
+#: The watch whose profiler session is kept open between requests (`DispatchWatch.armed` with a token).
+_kept: DispatchWatch | None = None
 
 
 def guard_switches() -> None:
@@ -402,7 +410,13 @@ class _Range:
 
 class DispatchWatch:
     """The watch armed around one request (the compiled observer where the sandbox loaded one, else a
-    Kineto profiler session); afterwards, what ran unseen by the mode joins its record."""
+    Kineto profiler session); afterwards, what ran unseen by the mode joins its record.
+
+    A Kineto session costs ~0.35 ms to start and stop and its record costs per event while open: asked with
+    a token (`armed`), the watch keeps one session open across requests and leaves that request's findings
+    for later (`findings`, when the host asks: a module's requests have ended). Requests are told apart in
+    the session's record by markers with a nonce of each request's (the student's code cannot make markers
+    the recorder did not: their count is checked), and other threads' events by when they started."""
 
     def __init__(self, mode: CallRecorder):
         self.mode = mode
@@ -417,20 +431,32 @@ class DispatchWatch:
         self.pid = os.getpid()
         self._depth = 0  # windows open in this thread while armed
         self._open = 0  # windows open in this thread
+        #: The requests of the session kept open, by the host's token: (nonce, windows, markers made, tampering seen).
+        self.deferred: dict[str, tuple[str, int, int, list[str]]] = {}
+        #: Findings of a closed session's requests not yet asked for (token → calls).
+        self.collected: dict[str, dict[str, str]] = {}
 
     @contextlib.contextmanager
-    def armed(self) -> Iterator[None]:
-        """Profile everything the request runs (the probe's own code included: only windows count)."""
-        global _armed
+    def armed(self, token: str | None = None) -> Iterator[None]:
+        """Profile everything the request runs (the probe's own code included: only windows count). With
+        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`."""
+        global _armed, _kept
         self.tampered = []
         self.windows = 0
+        self.nonce = secrets.token_hex(8)
+        keep = token is not None and self.compiled is None
         if self.compiled is not None:  # (it tells the arming thread by its id)
             self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN)
         else:
-            with _quiet_stderr():
-                _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
-                _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
-            with _Marker(f"torchgrade::armed::{self.nonce}"):  # names this thread in the profiler's record
+            if _kept is self and not keep:
+                self._close_session()
+            if _kept is not self:
+                with _quiet_stderr():
+                    _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
+                    _REAL["_enable_profiler"](_config(), {ProfilerActivity.CPU})
+                _kept = self if keep else None
+            _REAL["_enable_record_function"](True)  # (off in this thread between the kept session's requests)
+            with _Marker(f"torchgrade::armed::{self.nonce}"):  # names this thread and the request's start
                 pass
         # In this thread only the student's windows count: the probe's own operators around them are
         # not recorded at all (the profiler's cost is per event). Other threads are recorded whole.
@@ -446,9 +472,33 @@ class DispatchWatch:
             arrays.disarm()
             _armed = None
             self.mode.marker = None
-            _REAL["_enable_record_function"](True)
-            if os.getpid() == self.pid:  # (a child forked by the probe leaves the profiler to its parent)
+            if os.getpid() != self.pid:  # a child forked by the probe leaves the profiler to its parent
+                pass
+            elif keep:  # this thread records nothing until the next request
+                self.deferred[token] = (self.nonce, self.windows, self.mode.marked, self.tampered)
+                if self.tampered:
+                    self.mode.calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
+            else:
+                _REAL["_enable_record_function"](True)
                 self._collect()
+
+    def charge_last(self, what: str) -> None:
+        """Tampering seen between requests of the kept session: the request that ran last is charged."""
+        if self.deferred:
+            self.deferred[next(reversed(self.deferred))][3].append(what)
+
+    def findings(self) -> dict[str, dict[str, str]]:
+        """What the requests armed with a token ran unseen by the mode (token → calls, as `_collect` adds
+        them); the kept session is closed (the next such request opens another)."""
+        if _kept is self:
+            self._close_session()
+        found, self.collected = self.collected, {}
+        return found
+
+    def settle(self) -> None:
+        """Close the kept session, if any, before a request without the watch (its findings kept for `findings`)."""
+        if _kept is self:
+            self._close_session()
 
     @contextlib.contextmanager
     def window(self, drive: bool = False) -> Iterator[None]:
@@ -519,34 +569,76 @@ class DispatchWatch:
             if not armed:
                 self.tampered.append("switched the grader's observer off")
         else:
-            self._profile(seen)
-            if seen.alive != len(seen.windows):
-                self.tampered.append("cleared the profiler's callbacks")
-        if len(seen.windows) != self.windows:
-            self.tampered.append("restarted or paused the profiler" if self.compiled is None else
-                                 "switched the grader's observer off or cleared its callbacks")
-        self.events = seen.events
-        if seen.markers != self.mode.marked:
-            self.tampered.append("made markers of the recorder's own")
-        calls = self.mode.calls
-        for name in seen.names:
-            calls.setdefault(name, DISPATCHER)
-        if self.tampered:
-            calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
-
-    def _profile(self, seen: Findings) -> None:
-        """Stop the profiler and walk its record."""
-        try:
-            with _quiet_stderr():
-                result = _REAL["_disable_profiler"]()
-            roots = result.experimental_event_tree()
+            try:
+                roots = self._stop()
+            except Exception as e:  # the profiler broken from inside
+                self.tampered.append(f"broke the profiler ({type(e).__name__})")
+                roots = []
             main = next((r.start_tid for r in roots if r.name == f"torchgrade::armed::{self.nonce}"), None)
             if main is None:
                 self.tampered.append("restarted the profiler")
             for root in roots:
                 seen.visit(root, main=root.start_tid == main)
+        self.events = seen.events
+        self._record(seen, self.windows, self.mode.marked, self.tampered, self.mode.calls)
+
+    def _record(self, seen: Findings, windows: int, marked: int, tampered: list[str], calls: dict[str, str]) -> None:
+        """One request's findings into its calls: what ran unseen, and how the watch was switched off."""
+        if self.compiled is None and seen.alive != len(seen.windows):
+            tampered.append("cleared the profiler's callbacks")
+        if len(seen.windows) != windows:
+            tampered.append("restarted or paused the profiler" if self.compiled is None else
+                            "switched the grader's observer off or cleared its callbacks")
+        if seen.markers != marked:
+            tampered.append("made markers of the recorder's own")
+        for name in seen.names:
+            calls.setdefault(name, DISPATCHER)
+        if tampered:
+            calls[TAMPERED] = "; ".join(dict.fromkeys(tampered))
+
+    @staticmethod
+    def _stop() -> list[Any]:
+        """Stop the profiler; the roots of its event tree."""
+        with _quiet_stderr():
+            result = _REAL["_disable_profiler"]()
+        return result.experimental_event_tree()
+
+    def _close_session(self) -> None:
+        """Stop the kept session and split its record by request: in this thread by each request's markers,
+        in the others by time (an event belongs to the last request started before it)."""
+        global _kept
+        _kept = None
+        pending, self.deferred = self.deferred, {}
+        broken: list[str] = []
+        try:
+            roots = self._stop()
         except Exception as e:  # the profiler broken from inside
-            self.tampered.append(f"broke the profiler ({type(e).__name__})")
+            broken.append(f"broke the profiler ({type(e).__name__})")
+            roots = []
+        _REAL["_enable_record_function"](True)
+        token_of = {nonce: token for token, (nonce, *_) in pending.items()}
+        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}")
+                for token, (nonce, *_) in pending.items()}
+        starts, main = [], None
+        for root in roots:
+            kind, _, nonce = root.name.rpartition("::")
+            if kind == "torchgrade::armed" and nonce in token_of:
+                starts.append((root.start_time_ns, token_of[nonce]))
+                main = root.start_tid
+        starts.sort()
+        times = [start for start, _ in starts]
+        for root in roots:
+            token = token_of.get(root.name.rpartition("::")[2]) if root.start_tid == main else None
+            if token is None and starts:
+                token = starts[max(bisect.bisect_right(times, root.start_time_ns) - 1, 0)][1]
+            if token is not None:
+                seen[token].visit(root, main=root.start_tid == main)
+        started = {token for _, token in starts}
+        for token, (_, windows, marked, tampered) in pending.items():
+            problems = tampered + broken + ([] if token in started or broken else ["restarted the profiler"])
+            calls: dict[str, str] = {}
+            self._record(seen[token], windows, marked, problems, calls)
+            self.collected[token] = calls
 
 
 class Findings:

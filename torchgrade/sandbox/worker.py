@@ -125,7 +125,11 @@ class Session:
         """Arm the call watch (torch's profiler, only where calls are forbidden: it doubles a request's cost),
         then the CUDA stand-in where asked; a failure there, before any student code of this request runs, is
         answered as the grader's (torchgrade/grader_errors.py, which checks that claim without this process)."""
-        stages = (("watch", self.dispatch.armed() if request.get("dispatch", True) else None),
+        watched = request.get("dispatch", True)
+        if not watched:
+            self.dispatch.settle()  # (a kept profiler session is not left open under code it does not watch)
+        defer = request.get("defer")
+        stages = (("watch", self.dispatch.armed(defer if type(defer) is str else None) if watched else None),
                   ("standin", standin.active(self.submission) if request.get("standin") else None))
         for stage, manager in stages:
             if manager is None:
@@ -376,8 +380,11 @@ def serve(conn: Any, config: dict) -> None:
         except Exception as e:  # inputs this process cannot make (CUDA unusable here): the grader's fault
             conn.send_bytes(wire.encode({"sandbox_error": f"{type(e).__name__}: {e}"[:2000]}))
             continue
-        _output.switch(request["target"])
-        rearm_cpu_limit(config.get("limits", {}))
-        frame = session.handle(request)
+        if request.get("findings"):  # the deferred findings of the requests so far (recorder.DispatchWatch)
+            frame = wire.encode({"findings": session.dispatch.findings()})
+        else:
+            _output.switch(request["target"])
+            rearm_cpu_limit(config.get("limits", {}))
+            frame = session.handle(request)
         flush()
         conn.send_bytes(frame)
