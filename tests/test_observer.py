@@ -16,6 +16,7 @@ from conftest import make_submission, points_by_target
 
 from torchgrade.forbidden import DISPATCHER, TAMPERED
 from torchgrade.grading import grade_submission
+from torchgrade import plugin
 from torchgrade.differential import _with_findings
 from torchgrade.sandbox import host, observer, recorder
 from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
@@ -309,6 +310,16 @@ def test_a_library_that_does_not_load_leaves_the_profiler(tmp_path):
         observer.functions.update(functions)
 
 
+def _hides_view(tmp_path):
+    """A correct submission whose view hides its call of torch's view from the mode."""
+    source = ("\n\ndef view(x, *shape):\n    with torch._C.DisableTorchFunction():\n"
+              "        return getattr(x, 'vi' + 'ew')(*shape)\n")
+    folder = make_submission(tmp_path / "mine")
+    with open(folder / "tensors.py", "a") as f:
+        f.write("\nimport torch\n" + source)
+    return folder
+
+
 @pytest.mark.parametrize("library", ["built", "broken"])
 def test_grading_names_its_watch_and_catches_a_hidden_call_with_either(assignment, tmp_path, monkeypatch, library):
     """A submission whose view hides from the mode loses view's points with the compiled observer and,
@@ -319,11 +330,7 @@ def test_grading_names_its_watch_and_catches_a_hidden_call_with_either(assignmen
         broken = tmp_path / "broken.so"
         broken.write_bytes(b"not a library")
         monkeypatch.setenv(observer.ENV_VAR, str(broken))
-    source = ("\n\ndef view(x, *shape):\n    with torch._C.DisableTorchFunction():\n"
-              "        return getattr(x, 'vi' + 'ew')(*shape)\n")
-    folder = make_submission(tmp_path / "mine")
-    with open(folder / "tensors.py", "a") as f:
-        f.write("\nimport torch\n" + source)
+    folder = _hides_view(tmp_path)
     host.close_all()  # (a zygote of this process started before holds the other watch)
     try:
         graded = grade_submission(folder, assignment, device="cpu", only=("tensors",))
@@ -342,6 +349,42 @@ def test_grading_names_its_watch_and_catches_a_hidden_call_with_either(assignmen
         failed = [c for c in first.tests if c.status == "failed"]
         assert len(failed) == 1 and failed[0].forbidden
         assert failed[0].output == next(c.output for c in graded.tests if c.nodeid == failed[0].nodeid)
+
+
+def test_pytest_run_as_it_is_reports_each_check_with_its_verdict_when_the_profiler_watches(assignment, tmp_path,
+                                                                                           monkeypatch):
+    """A course author's own `pytest` run prints each check's outcome as it ends: no verdict waits there
+    (`--late-verdicts` is for torchgrade's commands, which show nothing before the grade)."""
+    from torchgrade.grading import CHECKS_INI, check_dirs, own_plugins_only
+
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(b"not a library")
+    monkeypatch.setenv(observer.ENV_VAR, str(broken))
+    folder = _hides_view(tmp_path)
+    reports: dict[str, str] = {}
+    graded: dict[str, bool] = {}  # whether the grade charged each check with a forbidden call
+
+    class Reports:
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call":
+                reports[report.nodeid] = report.outcome
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(self, session):
+            graded.update((c.nodeid, c.forbidden) for c in session.config.stash[plugin.grade_key].tests)
+
+    args = [str(d) for d in check_dirs(assignment, False)] + [
+        "-c", str(CHECKS_INI), "--rootdir", str(assignment.checks_dir), "--submission", str(folder),
+        "--assignment", str(assignment.path), "--device", "cpu", "--target", "tensors.view", "-q",
+        "-p", "no:cacheprovider", "-p", "no:randomly"]
+    host.close_all()
+    try:
+        with own_plugins_only():
+            pytest.main(args, plugins=[Reports()])
+    finally:
+        host.close_all()
+    charged = [nodeid for nodeid, forbidden in graded.items() if forbidden]
+    assert len(charged) >= 5 and all(reports[nodeid] == "failed" for nodeid in charged), (charged, reports)
 
 
 def test_a_run_at_level_process_leaves_no_cached_build_behind(tmp_path, monkeypatch):

@@ -75,8 +75,9 @@ def grade_submission(submission: Path, assignment: Assignment, *, device: str = 
              "-q", "--no-header", "-p", "no:cacheprovider", "-p", "no:randomly", "--tb=no", "-rN"]
     for name in only:
         args += ["--target", name]
-    if stop_first:
-        args.append("-x")
+    # pytest's own output is not shown, only the grade: verdicts may wait for their module's end, except
+    # where the first failure must stop the run
+    args.append("-x" if stop_first else "--late-verdicts")
     collector = _Collector(assignment.checks_dir)
     log = io.StringIO()
     with contextlib.redirect_stdout(log), own_plugins_only():

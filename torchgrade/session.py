@@ -70,7 +70,9 @@ class CheckSession:
                  "-p", "no:logging",
                  # no capture: a session kept open would otherwise keep swapping this process's
                  # sys.stdout for the one it found when it opened (and checks print nothing)
-                 "--capture=no"]
+                 "--capture=no",
+                 # nothing is reported before the grade: verdicts may wait for their module's end
+                 "--late-verdicts"]
         for name in self.only:
             args += ["--target", name]
         return args
