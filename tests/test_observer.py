@@ -17,9 +17,8 @@ from conftest import make_submission, points_by_target
 from torchgrade.forbidden import DISPATCHER, TAMPERED
 from torchgrade.grading import grade_submission
 from torchgrade import plugin
-from torchgrade.differential import _with_findings
 from torchgrade.sandbox import host, observer, recorder
-from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
+from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch, joined
 
 #: Kineto with one session for many requests, read when asked (a module's requests have ended).
 KEPT = "one profiler session"
@@ -106,7 +105,7 @@ def _student(tmp_path):
 class Requests:
     """Armed requests on one watch, each of its runs in a window of its own; what each recorded. With the kept
     session, what the profiler saw joins each request's record when `read` asks for it (as the host's
-    settle does: torchgrade.differential._with_findings)."""
+    settle does: recorder.joined)."""
 
     def __init__(self, watch: DispatchWatch, engine: str):
         self.watch, self.engine = watch, engine
@@ -135,9 +134,9 @@ class Requests:
         found = self.watch.findings()
         assert set(found) == set(self.waiting)
         for token, calls in self.waiting.items():
-            joined = _with_findings(calls, found[token])
+            together = joined(calls, found[token])
             calls.clear()
-            calls.update(joined)
+            calls.update(together)
         self.waiting.clear()
 
 

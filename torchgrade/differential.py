@@ -36,13 +36,14 @@ from . import compare as comparison
 from .bounds import preview
 from .config import Assignment, Target
 from .feedback import missing_module
-from .forbidden import TAMPERED, ForbiddenCall, forbidden_message, runtime_violations, static_violations
+from .forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from .hints import failure_kind, hint
 from .i18n import t
 from .sandbox import standin, wire
 from .sandbox.host import Died, Sandbox, SandboxFailure, Timeout
 from .sandbox.probes import Target as ProbeTarget
 from .sandbox.probes import run_probe
+from .sandbox.recorder import joined
 
 
 class CheckFailed(AssertionError):
@@ -428,14 +429,6 @@ class _Described:
         return format(str(self), spec)
 
 
-def _with_findings(calls: dict, findings: dict) -> dict:
-    """A request's calls with what the profiler saw of it afterwards, as the sandbox joins them at once."""
-    joined = {**calls, **{k: v for k, v in findings.items() if k not in calls}}
-    if TAMPERED in findings:
-        joined[TAMPERED] = findings[TAMPERED]
-    return joined
-
-
 class Differential:
     """Runs probes for one target on both sides and fails the check with a precise message."""
 
@@ -550,7 +543,7 @@ class Differential:
 
     def _deferred_verdict(self, calls: dict, findings: dict) -> str | None:
         """The message a request's forbidden calls fail its check with, its deferred findings read (or None)."""
-        forbidden = runtime_violations(_with_findings(calls, findings), self.patterns)
+        forbidden = runtime_violations(joined(calls, findings), self.patterns)
         return str(self.failure("forbidden", forbidden_message(forbidden, self.target.name), ForbiddenCallFailure)) \
             if forbidden else None
 
@@ -599,7 +592,7 @@ class Differential:
         token = reply.get("deferred")
         if token is not None:  # what the profiler saw comes later; now, if a message needs all of it at once
             if runtime_violations(calls, self.patterns):
-                calls = _with_findings(calls, self.sandbox.settle().get(token, {}))
+                calls = joined(calls, self.sandbox.settle().get(token, {}))
             else:
                 self.verdicts.append((token, functools.partial(self._deferred_verdict, calls)))
         forbidden: list[ForbiddenCall] = runtime_violations(calls, self.patterns)

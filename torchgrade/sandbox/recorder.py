@@ -254,6 +254,15 @@ def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
 _HOOK_CODE = _callbacks(None).__code__  # (the code of every hook `_callbacks` makes)
 
 
+def joined(calls: dict[str, str], findings: dict[str, str]) -> dict[str, str]:
+    """A request's calls with what the dispatcher watch found of it afterwards: names the mode did not
+    record join at the end; a finding of tampering replaces the request's own (it includes it)."""
+    together = {**calls, **{k: v for k, v in findings.items() if k not in calls}}
+    if TAMPERED in findings:
+        together[TAMPERED] = findings[TAMPERED]
+    return together
+
+
 def _set_profile(hook: Any) -> None:
     """Make `hook` this thread's profile hook. A `_callbacks` hook goes through the compiled observer's filter
     where the sandbox loaded one (observer.cpp: the events it answers never reach Python); so does the
@@ -448,8 +457,8 @@ class DispatchWatch:
         if self.compiled is not None:  # (it tells the arming thread by its id)
             self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN)
         else:
-            if _kept is self and not keep:
-                self._close_session()
+            if not keep:
+                self.settle()
             if _kept is not self:
                 with _quiet_stderr():
                     _REAL["_prepare_profiler"](_config(), {ProfilerActivity.CPU})
@@ -474,13 +483,17 @@ class DispatchWatch:
             self.mode.marker = None
             if os.getpid() != self.pid:  # a child forked by the probe leaves the profiler to its parent
                 pass
-            elif keep:  # this thread records nothing until the next request
-                self.deferred[token] = (self.nonce, self.windows, self.mode.marked, self.tampered)
-                if self.tampered:
-                    self.mode.calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
-            else:
-                _REAL["_enable_record_function"](True)
+            elif self.compiled is not None:
                 self._collect()
+            else:  # a session of this request's own is read now; a kept one, when the host asks
+                key = token if keep else ""
+                self.deferred[key] = (self.nonce, self.windows, self.mode.marked, self.tampered)
+                if keep:  # (this thread records nothing until the next request)
+                    if self.tampered:
+                        self.mode.calls[TAMPERED] = "; ".join(dict.fromkeys(self.tampered))
+                else:
+                    self._close_session()
+                    self.mode.calls.update(joined(self.mode.calls, self.collected.pop(key)))
 
     def charge_last(self, what: str) -> None:
         """Tampering seen between requests of the kept session: the request that ran last is charged."""
@@ -488,15 +501,15 @@ class DispatchWatch:
             self.deferred[next(reversed(self.deferred))][3].append(what)
 
     def findings(self) -> dict[str, dict[str, str]]:
-        """What the requests armed with a token ran unseen by the mode (token → calls, as `_collect` adds
-        them); the kept session is closed (the next such request opens another)."""
-        if _kept is self:
-            self._close_session()
+        """What the requests armed with a token ran unseen by the mode (token → calls, to be `joined` to
+        theirs); the kept session is closed (the next such request opens another)."""
+        self.settle()
         found, self.collected = self.collected, {}
         return found
 
     def settle(self) -> None:
-        """Close the kept session, if any, before a request without the watch (its findings kept for `findings`)."""
+        """Close the kept session, if any (its findings kept for `findings`): before a request without the
+        watch, or with a session of its own."""
         if _kept is self:
             self._close_session()
 
@@ -562,23 +575,12 @@ class DispatchWatch:
             self.tampered.append("left torch functions switched off")
 
     def _collect(self) -> None:
+        """The compiled observer's record of the request."""
         seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
-        if self.compiled is not None:
-            names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
-            seen.names, seen.windows = list(names), [None] * windows
-            if not armed:
-                self.tampered.append("switched the grader's observer off")
-        else:
-            try:
-                roots = self._stop()
-            except Exception as e:  # the profiler broken from inside
-                self.tampered.append(f"broke the profiler ({type(e).__name__})")
-                roots = []
-            main = next((r.start_tid for r in roots if r.name == f"torchgrade::armed::{self.nonce}"), None)
-            if main is None:
-                self.tampered.append("restarted the profiler")
-            for root in roots:
-                seen.visit(root, main=root.start_tid == main)
+        names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
+        seen.names, seen.windows = list(names), [None] * windows
+        if not armed:
+            self.tampered.append("switched the grader's observer off")
         self.events = seen.events
         self._record(seen, self.windows, self.mode.marked, self.tampered, self.mode.calls)
 
@@ -596,22 +598,17 @@ class DispatchWatch:
         if tampered:
             calls[TAMPERED] = "; ".join(dict.fromkeys(tampered))
 
-    @staticmethod
-    def _stop() -> list[Any]:
-        """Stop the profiler; the roots of its event tree."""
-        with _quiet_stderr():
-            result = _REAL["_disable_profiler"]()
-        return result.experimental_event_tree()
-
     def _close_session(self) -> None:
-        """Stop the kept session and split its record by request: in this thread by each request's markers,
-        in the others by time (an event belongs to the last request started before it)."""
+        """Stop the profiler's session and split its record by request into `collected`: in this thread by
+        each request's markers, in the others by time (an event belongs to the last request started before
+        it, or to the first)."""
         global _kept
         _kept = None
         pending, self.deferred = self.deferred, {}
         broken: list[str] = []
         try:
-            roots = self._stop()
+            with _quiet_stderr():
+                roots = _REAL["_disable_profiler"]().experimental_event_tree()
         except Exception as e:  # the profiler broken from inside
             broken.append(f"broke the profiler ({type(e).__name__})")
             roots = []
@@ -631,11 +628,14 @@ class DispatchWatch:
             token = token_of.get(root.name.rpartition("::")[2]) if root.start_tid == main else None
             if token is None and starts:
                 token = starts[max(bisect.bisect_right(times, root.start_time_ns) - 1, 0)][1]
+            elif token is None and pending:  # (no request's start recorded: the profiler was restarted)
+                token = next(iter(pending))
             if token is not None:
                 seen[token].visit(root, main=root.start_tid == main)
+        self.events = sum(found.events for found in seen.values())
         started = {token for _, token in starts}
         for token, (_, windows, marked, tampered) in pending.items():
-            problems = tampered + broken + ([] if token in started or broken else ["restarted the profiler"])
+            problems = tampered + broken + ([] if token in started else ["restarted the profiler"])
             calls: dict[str, str] = {}
             self._record(seen[token], windows, marked, problems, calls)
             self.collected[token] = calls
