@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from torchgrade.config import load_assignment  # noqa: E402
-from torchgrade.grading import CHECKS_INI  # noqa: E402
+from torchgrade.engine.config import load_assignment  # noqa: E402
+from torchgrade.engine.grading import CHECKS_INI  # noqa: E402
 
 #: Targets on a 2-core machine: the mixed class (class-scale grading) and correct work (speed where felt).
 TARGET_PER_MINUTE = 60.0
@@ -238,7 +238,7 @@ def recheck_median(work: Path, times: int = 10) -> float:
     import threading
 
     from torchgrade.sandbox.host import start_early
-    from torchgrade.watch import Watcher
+    from torchgrade.engine.watch import Watcher
 
     folder = work / "watched"
     shutil.copytree(ROOT / "reference", folder)

@@ -21,8 +21,8 @@ from near_copies import near_copy  # noqa: E402
 
 
 def main(count: int) -> None:
-    from torchgrade.config import load_assignment
-    from torchgrade.similarity import modules
+    from torchgrade.engine.config import load_assignment
+    from torchgrade.classroom.similarity import modules
 
     assignment = load_assignment(ROOT / "assignment.yaml")
     names = tuple(e.name for e in assignment.exercises)

@@ -54,8 +54,8 @@ def _grade(job: tuple[str, str, str | None]) -> dict:
     """Grade one (name, module, corpus file or None) on every device; the CUDA checks' outcomes."""
     import torch
 
-    from torchgrade.config import load_assignment
-    from torchgrade.grading import grade_submission
+    from torchgrade.engine.config import load_assignment
+    from torchgrade.engine.grading import grade_submission
 
     name, module, corpus_file = job
     assignment = load_assignment(ROOT / "assignment.yaml")
@@ -81,7 +81,7 @@ def _grade(job: tuple[str, str, str | None]) -> dict:
 
 def _jobs() -> list[tuple[str, str, str | None]]:
     sys.path.insert(0, str(ROOT))
-    from torchgrade.config import load_assignment
+    from torchgrade.engine.config import load_assignment
 
     modules = [e.name for e in load_assignment(ROOT / "assignment.yaml").exercises]
     jobs = [(f"reference", m, None) for m in modules]

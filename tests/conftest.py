@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from torchgrade.config import load_assignment
-from torchgrade.grading import grade_submission
-from torchgrade.scoring import Grade
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine.scoring import Grade
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_reference_cache(tmp_path_factory):
-    """`torchgrade check` keeps the reference's outcomes between runs (torchgrade/refcache.py): the
+    """`torchgrade check` keeps the reference's outcomes between runs (torchgrade/engine/refcache.py): the
     tests' runs keep theirs in a folder of the test session's, not in the user's cache."""
     import os
 

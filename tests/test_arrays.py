@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from torchgrade.forbidden import ARRAYS, runtime_violations
+from torchgrade.sandbox.forbidden import ARRAYS, runtime_violations
 from torchgrade.sandbox import arrays
 
 

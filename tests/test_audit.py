@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.mutants import make_mutants
+from torchgrade.authoring.mutants import make_mutants
 
 REFERENCE = '''\
 """Two small operations."""
@@ -266,8 +266,8 @@ def test_a_mutant_only_cuda_devices_tell_apart_is_set_aside_without_them_and_gra
 
 def test_an_id_that_reads_as_a_number_is_still_an_id(tmp_path):
     """Ids are hex: 52820313 and 8e1e2587 would be an int and a float to YAML's usual loader."""
-    from torchgrade.audit import load_equivalents
-    from torchgrade.config import load_assignment
+    from torchgrade.authoring.audit import load_equivalents
+    from torchgrade.engine.config import load_assignment
 
     course = make_course(tmp_path)
     (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(
@@ -309,7 +309,7 @@ def test_a_reference_that_fails_its_own_check_stops_the_audit_naming_the_check(t
 
 
 @pytest.mark.parametrize("break_it, message", [
-    # the course's one validation (torchgrade.course.validate_course) says it, as for every command
+    # the course's one validation (torchgrade.engine.course.validate_course) says it, as for every command
     (lambda root: (root / "reference" / "ops.py").unlink(), "exercise 'ops' has no reference solution"),
     (lambda root: (root / "reference" / "ops.py").write_text(REFERENCE.split("def first")[0]),
      "defines no 'first', a target of exercise 'ops'"),
@@ -583,8 +583,8 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
           - mutant: "x = x + 0  →  x = x - 0"
             reason: matches the mutants of two lines
     """))
-    from torchgrade.audit import lines, run_audit
-    from torchgrade.config import load_assignment
+    from torchgrade.authoring.audit import lines, run_audit
+    from torchgrade.engine.config import load_assignment
 
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
@@ -595,13 +595,13 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
                      "return torch.where(x > 1, x, torch.zeros_like(x))": ("survived", "overturned")}
     assert {m["verdict"] for m in relu["mutants"] if m["after"] == "x = x - 0"} == {"survived"}
-    from torchgrade.auditpage import write_page
+    from torchgrade.authoring.auditpage import write_page
 
     write_page(found, tmp_path / "page.html")
     page = (tmp_path / "page.html").read_text()
     assert "marks verified (0 unverified, 1 overturned)" in page and "mark verified" in page
     assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in page
-    monkeypatch.setattr("torchgrade.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
+    monkeypatch.setattr("torchgrade.authoring.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
     assert relu["marks_unverified"] == 2 and relu["marks_verified"] == relu["marks_overturned"] == 0
@@ -613,8 +613,8 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
 def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstring_word_for_word():
     """A mark that says a mutant differs only outside the contract names the input and the sentence that puts
     it outside; the audit accepts it only where the target's docstring has that sentence."""
-    from torchgrade.audit import _docstring, load_equivalents
-    from torchgrade.config import load_assignment
+    from torchgrade.authoring.audit import _docstring, load_equivalents
+    from torchgrade.engine.config import load_assignment
 
     assignment = load_assignment(Path(__file__).resolve().parent.parent / "assignment.yaml")
     marks, _ = load_equivalents(assignment)
@@ -761,7 +761,7 @@ def test_the_mutants_are_the_same_in_every_process(tmp_path):
     import sys
 
     (tmp_path / "m.py").write_text(ATTENTION)
-    code = ("import sys; from pathlib import Path; from torchgrade.mutants import make_mutants; "
+    code = ("import sys; from pathlib import Path; from torchgrade.authoring.mutants import make_mutants; "
             "print([(m.id, m.operator, m.after) for m in make_mutants(Path(sys.argv[1]), 'm', 'attend')])")
     runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.py")], capture_output=True, text=True,
                            check=True, env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from torchgrade.config import load_assignment
-from torchgrade.grading import grade_submission
-from torchgrade.i18n import set_language
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine.i18n import set_language
 
 ASSIGNMENT = """\
 title: Blocks
@@ -81,7 +81,7 @@ def test_scales_through_a_probe_named_at_run_time(check):
     check(torch.arange(3.0), probe="module_" + kind)
 '''
 PROBES = '''\
-from torchgrade.probes import probe, tensor
+from torchgrade.engine.probes import probe, tensor
 
 
 @probe

@@ -5,7 +5,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.authoring import MarkerError, docstring_problems, generate_stubs, make_stub
+from torchgrade.authoring.stubs import MarkerError, docstring_problems, generate_stubs, make_stub
 from torchgrade.cli import main
 
 from conftest import ROOT

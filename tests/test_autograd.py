@@ -3,7 +3,7 @@ loses exactly the points of its own target, with a message that names what went 
 
 import pytest
 
-from torchgrade.grading import grade_submission
+from torchgrade.engine.grading import grade_submission
 
 from conftest import ROOT, failures, lost_targets
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.batch import GradeJob, grade_class
+from torchgrade.classroom.batch import GradeJob, grade_class
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.executors import Crashed
-from torchgrade.executors.local import DIED, InProcess, Pool
-from torchgrade.grading import grade_submission
-from torchgrade.progress import Progress
-from torchgrade.session import CheckSession
-from torchgrade.submissions import Submission, discover
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.executors import Crashed
+from torchgrade.classroom.executors.local import DIED, InProcess, Pool
+from torchgrade.engine.grading import grade_submission
+from torchgrade.classroom.progress import Progress
+from torchgrade.engine.session import CheckSession
+from torchgrade.classroom.submissions import Submission, discover
 
 from conftest import ROOT
 from tiny_course import FULL_MARKS, copy_class, make_course, student, zipped
@@ -228,7 +228,8 @@ def test_a_second_run_on_the_same_folder_at_once_is_refused(course, tmp_path):
 
 
 def test_the_reference_side_is_computed_once_and_taken_in_by_every_other_worker(tmp_path, monkeypatch):
-    from torchgrade import batch, differential
+    from torchgrade.classroom import batch
+    from torchgrade.engine import differential
 
     assignment = load_assignment(ROOT / "assignment.yaml")
     only = ("tensors.one_hot",)
@@ -258,10 +259,10 @@ def test_a_pool_that_shares_the_reference_and_keeps_data_parallel_ranks_grades_t
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from torchgrade.batch import grade_class
-from torchgrade.config import load_assignment
-from torchgrade.executors.local import Pool
-from torchgrade.submissions import Submission
+from torchgrade.classroom.batch import grade_class
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.executors.local import Pool
+from torchgrade.classroom.submissions import Submission
 assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
 students = [Submission(name, Path({str(ROOT)!r}) / folder) for name, folder in
             (("a", "reference"), ("b", "exercises"), ("c", "reference"), ("d", "reference"))]
@@ -280,8 +281,8 @@ def test_the_fork_server_collects_the_checks_and_imports_once_for_every_worker_a
 import gc, os, sys
 
 def look():
-    from torchgrade import batch
-    sessions = [s for s in batch._sessions.values() if s._session is not None]
+    from torchgrade.engine import session
+    sessions = [s for s in session._sessions.values() if s._session is not None]
     fork_server_threads = len(os.listdir(f"/proc/{os.getppid()}/task"))
     collector = gc.isenabled(), gc.get_freeze_count() > 100_000  # imported uncollected, then frozen
     return len(sessions), "torch._dynamo" in sys.modules, fork_server_threads, collector
@@ -289,7 +290,7 @@ def look():
     script = f"""
 import sys
 sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]
-from torchgrade.executors.local import call_in_fork_server, start_fork_server
+from torchgrade.classroom.executors.local import call_in_fork_server, start_fork_server
 from looks import look
 start_fork_server({str(ROOT / "assignment.yaml")!r}, "cpu")
 print(call_in_fork_server(look), "torch" in sys.modules)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from torchgrade import compare
+from torchgrade.engine import compare
 from torchgrade.sandbox import standin
 from torchgrade.sandbox.probes import Target, run_probe
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from torchgrade.bundle import build_bundle
-from torchgrade.config import load_assignment
-from torchgrade.notebook import generate_notebooks
+from torchgrade.authoring.bundle import build_bundle
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.notebooks import generate_notebooks
 
 from conftest import ROOT
 

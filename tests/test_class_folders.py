@@ -11,10 +11,10 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.batch import OutputError, grade_class, report_link, student_folder
+from torchgrade.classroom.batch import OutputError, grade_class, report_link, student_folder
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.submissions import Submission, discover, safe_name, staged, survey
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.submissions import Submission, discover, safe_name, staged, survey
 
 from class_folders import ARCHIVES, LAYOUTS, REFERENCE, STUB, write, zip_of
 from tiny_course import FULL_MARKS, ROOT, make_course, student
@@ -221,7 +221,7 @@ def test_a_zip_never_unpacks_outside_its_folder(tmp_path):
 
 
 def test_a_zip_bomb_is_refused_as_that_students_error(tmp_path):
-    from torchgrade.submissions import MAX_UNPACKED_BYTES, SubmissionUnreadable
+    from torchgrade.classroom.submissions import MAX_UNPACKED_BYTES, SubmissionUnreadable
 
     path = zip_of(tmp_path / "bomb.zip", {"tensors.py": REFERENCE, "zeros.bin": b"\0" * (MAX_UNPACKED_BYTES + 1)})
     with pytest.raises(SubmissionUnreadable, match="more than"):
@@ -232,7 +232,7 @@ def test_a_zip_bomb_is_refused_as_that_students_error(tmp_path):
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_a_packed_submission_stages_as_the_original_does(tmp_path, layout):
     """What a Dask worker gets (the submission as zip bytes) holds what grading here would see."""
-    from torchgrade.submissions import packed
+    from torchgrade.classroom.submissions import packed
 
     cls = tmp_path / "class"
     cls.mkdir()
@@ -299,7 +299,7 @@ def test_any_bytes_in_any_name_never_stop_a_class(course, tmp_path, jobs):
 
 def test_a_grade_that_cannot_be_written_is_that_students_error_rows_and_the_class_goes_on(course, tmp_path,
                                                                                         monkeypatch):
-    import torchgrade.batch as batch
+    import torchgrade.classroom.batch as batch
 
     cls = tmp_path / "class"
     for name in ("alice", "bob", "carol"):

@@ -101,7 +101,7 @@ def test_check_and_grade_report_a_cuda_only_mistake_on_a_machine_without_cuda(tm
                                                                                 lang, words):
     """one_hot's torch.zeros without the device: right on the CPU, found by the CUDA stand-in (the bundled
     course's cuda_standin: score), with the student's line and what to do, in the student's language."""
-    from torchgrade import i18n
+    from torchgrade.engine import i18n
 
     monkeypatch.setattr(i18n, "_current", i18n._current)  # `check --lang` sets it for the process: put back after
     monkeypatch.setenv("TORCHGRADE_CUDA_STANDIN", "score")

@@ -9,12 +9,12 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.batch import GradeJob, grade_class
+from torchgrade.classroom.batch import GradeJob, grade_class
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.executors import dask as dask_executor
-from torchgrade.executors.local import InProcess
-from torchgrade.submissions import discover
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.executors import dask as dask_executor
+from torchgrade.classroom.executors.local import InProcess
+from torchgrade.classroom.submissions import discover
 
 from tiny_course import copy_class, make_course, student, zipped
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from torchgrade import i18n
-from torchgrade.compare import Mismatch, compare, describe_path
+from torchgrade.engine import i18n
+from torchgrade.engine.compare import Mismatch, compare, describe_path
 
 
 def mismatch(expected, actual, **options) -> Mismatch:
@@ -165,7 +165,7 @@ def test_a_check_may_set_only_rtol_or_only_atol_the_other_keeps_its_default():
     assert "rtol=0.0001" in str(error.value)
 
 
-# --- bounds: what showing a value and writing a message may cost (torchgrade/bounds.py) ------------
+# --- bounds: what showing a value and writing a message may cost (torchgrade/engine/bounds.py) ------------
 
 def test_a_huge_tensor_of_one_byte_is_shown_by_dtype_and_shape_without_reading_its_elements():
     huge = torch.zeros(1, dtype=torch.bool).as_strided((2,) * 31, (0,) * 31)  # 2**31 elements, one byte
@@ -178,7 +178,7 @@ def test_a_huge_tensor_of_one_byte_is_shown_by_dtype_and_shape_without_reading_i
 
 
 def test_a_preview_costs_what_its_length_needs_whatever_the_value():
-    from torchgrade.bounds import preview
+    from torchgrade.engine.bounds import preview
 
     assert preview(torch.tensor([1, 2])) == repr(torch.tensor([1, 2]))
     assert preview([1, (2,), {"a": None}]) == repr([1, (2,), {"a": None}])
@@ -202,7 +202,7 @@ def test_a_message_names_a_few_unexpected_keys_each_cut_short():
 
 
 def test_a_message_is_cut_to_its_cap_and_keeps_its_hint():
-    from torchgrade.bounds import MESSAGE_CHARS, clip_message
+    from torchgrade.engine.bounds import MESSAGE_CHARS, clip_message
 
     text = "called: f()\n" + "x" * 10**6 + "\nhint: look at the shape"
     cut = clip_message(text, keep_last_line=True)
@@ -214,7 +214,7 @@ def test_a_message_is_cut_to_its_cap_and_keeps_its_hint():
 def test_the_time_budget_interrupts_the_trusted_sides_work_and_leaves_no_timer_behind():
     import signal
 
-    from torchgrade.bounds import BudgetExceeded, time_budget
+    from torchgrade.engine.bounds import BudgetExceeded, time_budget
 
     with pytest.raises(BudgetExceeded):
         with time_budget(0.05):
@@ -239,7 +239,7 @@ CLOSE_CASES = [  # (actual, expected, options): each as torch.testing.assert_clo
 
 @pytest.mark.parametrize("actual, expected, options", CLOSE_CASES)
 def test_values_are_judged_as_torch_testing_assert_close_judges_them(actual, expected, options):
-    from torchgrade.compare import assert_close_plain
+    from torchgrade.engine.compare import assert_close_plain
 
     def verdict(function):
         try:
@@ -257,7 +257,7 @@ def test_a_comparison_does_not_import_the_distributed_tensor_package_and_leaves_
     import subprocess
     import sys
 
-    code = ("import sys, torch\nfrom torch.testing import _comparison\nfrom torchgrade.compare import compare\n"
+    code = ("import sys, torch\nfrom torch.testing import _comparison\nfrom torchgrade.engine.compare import compare\n"
             "before = getattr(_comparison, '_HAS_DTENSOR', None)\n"
             "try:\n    compare(torch.tensor([1.0]), torch.tensor([1.5]))\nexcept Exception as e:\n"
             "    assert type(e).__name__ == 'Mismatch', e\n"

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from torchgrade.config import EXERCISE_KEYS, TARGET_KEYS, TOP_KEYS, ConfigError, load_assignment
+from torchgrade.engine.config import EXERCISE_KEYS, TARGET_KEYS, TOP_KEYS, ConfigError, load_assignment
 
 from conftest import ROOT
 

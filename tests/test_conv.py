@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchgrade.differential import load_reference
-from torchgrade.grading import grade_submission
+from torchgrade.engine.differential import load_reference
+from torchgrade.engine.grading import grade_submission
 from torchgrade.sandbox.probes import Target, load_course, run_probe
 
 from conftest import ROOT, failures, lost_targets, make_submission, points_by_target

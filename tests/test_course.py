@@ -9,12 +9,12 @@ import torch
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.config import ConfigError, find_assignment, load_assignment
-from torchgrade.course import CourseError, check_course, validate_course
-from torchgrade.grading import grade_submission
-from torchgrade.i18n import set_language
-from torchgrade.probes import reference_page
-from torchgrade.scaffold import init_course
+from torchgrade.engine.config import ConfigError, find_assignment, load_assignment
+from torchgrade.engine.course import CourseError, check_course, validate_course
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine.i18n import set_language
+from torchgrade.engine.probes import reference_page
+from torchgrade.authoring.scaffold import init_course
 
 from conftest import ROOT, lost_targets
 

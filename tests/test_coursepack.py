@@ -1,4 +1,4 @@
-"""The course as content-addressed bytes (torchgrade.coursepack), as Dask workers receive it."""
+"""The course as content-addressed bytes (torchgrade.classroom.coursepack), as Dask workers receive it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from torchgrade.config import load_assignment
-from torchgrade.coursepack import CoursePackError, materialise, pack
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.coursepack import CoursePackError, materialise, pack
 
 from tiny_course import make_course
 

@@ -1,5 +1,5 @@
-"""What no check exercises (torchgrade/coverage.py, sandbox/linetrace.py), the audit page that keeps the
-targets a run did not audit (torchgrade/auditpage.py), and a course whose checks are weak on purpose
+"""What no check exercises (torchgrade/authoring/coverage.py, sandbox/linetrace.py), the audit page that keeps the
+targets a run did not audit (torchgrade/authoring/auditpage.py), and a course whose checks are weak on purpose
 (tests/weak_course.py): the audit reports each of its weaknesses."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from torchgrade.audit import Audit, MutantResult, TargetAudit, lines
-from torchgrade.coverage import load_ran, save_ran, statements, target_coverage
-from torchgrade.mutants import Mutant
+from torchgrade.authoring.audit import Audit, MutantResult, TargetAudit, lines
+from torchgrade.authoring.coverage import load_ran, save_ran, statements, target_coverage
+from torchgrade.authoring.mutants import Mutant
 from torchgrade.sandbox.linetrace import LineTrace
 
 MODULE = '''\
@@ -124,7 +124,7 @@ def _target(qualname: str, after: str) -> TargetAudit:
 
 
 def test_the_page_keeps_the_targets_a_run_did_not_audit(tmp_path):
-    from torchgrade.auditpage import write_page
+    from torchgrade.authoring.auditpage import write_page
 
     page = tmp_path / "audit" / "index.html"
     course = ("ops.first", "ops.second")
@@ -195,7 +195,7 @@ def test_each_weakness_of_a_weak_course_is_reported(tmp_path):
 
 def _audit_from(data: dict) -> Audit:
     """The --json output as an Audit again (what the terminal lines are made of)."""
-    from torchgrade.auditpage import target_from_dict
+    from torchgrade.authoring.auditpage import target_from_dict
 
     return Audit(data["title"], [target_from_dict(t) for t in data["targets"]], data["seed"], data["max_per_target"],
                  data["seconds"], data["notes"])

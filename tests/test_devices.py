@@ -4,7 +4,7 @@ marks, and each realistic mistake loses its own points, with a message that says
 import pytest
 import torch
 
-from torchgrade.grading import grade_submission
+from torchgrade.engine.grading import grade_submission
 
 from conftest import ROOT, failures, lost_targets
 

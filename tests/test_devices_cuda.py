@@ -9,8 +9,8 @@ device: like CUDA it is not the CPU, and unlike CUDA it exists everywhere.
 import pytest
 import torch
 
-from torchgrade import compare
-from torchgrade.grading import grade_submission
+from torchgrade.engine import compare
+from torchgrade.engine.grading import grade_submission
 from torchgrade.sandbox.probes import parallel as ddp
 
 from conftest import ROOT

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torchgrade.grading import grade_submission
+from torchgrade.engine.grading import grade_submission
 
 from conftest import ROOT, failures, lost_targets, points_by_target
 

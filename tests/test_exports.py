@@ -15,12 +15,12 @@ import jsonschema
 import pytest
 import xmlschema
 
-from torchgrade.batch import grade_class, write_class_pages
-from torchgrade.config import load_assignment
-from torchgrade.exports import grades_csv, junit_xml, load_grade
-from torchgrade.overview import histogram, item_analysis
-from torchgrade.results import INSTRUCTOR_FOLDER, results_document, write_results
-from torchgrade.scoring import CheckResult, Grade
+from torchgrade.classroom.batch import grade_class, write_class_pages
+from torchgrade.engine.config import load_assignment
+from torchgrade.outputs.exports import grades_csv, junit_xml, load_grade
+from torchgrade.outputs.overview import histogram, item_analysis
+from torchgrade.engine.results import INSTRUCTOR_FOLDER, results_document, write_results
+from torchgrade.engine.scoring import CheckResult, Grade
 
 from tiny_course import copy_class, make_course, student
 
@@ -130,7 +130,7 @@ def test_the_overview_page_says_which_device_facts_came_from_the_cuda_stand_in(c
 def test_the_class_pages_of_a_graded_class_come_from_its_results(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
     student(cls / "<i>mallory&co")
-    from torchgrade.submissions import discover
+    from torchgrade.classroom.submissions import discover
 
     result = grade_class(discover([cls], ("tensors",)), course, tmp_path / "out", device="cpu")
     page = (tmp_path / "out" / "index.html").read_text()
@@ -208,7 +208,7 @@ def test_a_grade_read_back_from_results_json_is_the_grade_written(course, tmp_pa
 def test_output_files_are_world_readable_unless_private(course, tmp_path):
     write_class_pages(made_up_class(), course, tmp_path / "public")
     assert {oct(p.stat().st_mode & 0o777) for p in (tmp_path / "public").iterdir()} == {oct(0o644)}
-    from torchgrade import results
+    from torchgrade.engine import results
 
     results.set_private(True)
     try:
@@ -220,7 +220,7 @@ def test_output_files_are_world_readable_unless_private(course, tmp_path):
 
 def test_a_graded_classs_results_and_junit_are_valid_for_their_consumers(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
-    from torchgrade.submissions import discover
+    from torchgrade.classroom.submissions import discover
 
     grade_class(discover([cls], ("tensors",)), course, tmp_path / "out", device="all")
     for name in ("alice", "bob"):
@@ -235,7 +235,7 @@ def test_a_graded_classs_results_and_junit_are_valid_for_their_consumers(course,
 
 def test_a_resumed_run_writes_the_class_files_of_the_fresh_run_byte_for_byte(course, tmp_path):
     cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
-    from torchgrade.submissions import discover
+    from torchgrade.classroom.submissions import discover
 
     submissions = discover([cls], ("tensors",))
     grade_class(submissions, course, tmp_path / "out", device="cpu")
@@ -247,8 +247,8 @@ def test_a_resumed_run_writes_the_class_files_of_the_fresh_run_byte_for_byte(cou
 
 def test_a_merged_run_writes_the_gradebook_of_a_fresh_run_byte_for_byte_with_thirds_of_points(tmp_path):
     """One point over three checks: per-test rounding made 2 of 3 passed worth 0.6666, read back."""
-    from torchgrade.shards import Shard, merge
-    from torchgrade.submissions import discover
+    from torchgrade.classroom.shards import Shard, merge
+    from torchgrade.classroom.submissions import discover
 
     path = make_course(tmp_path / "course")
     path.write_text(path.read_text().replace("one_hot: 3", "one_hot: 1"))
@@ -286,7 +286,7 @@ def test_the_students_copy_holds_nothing_of_a_hidden_check_but_its_name_verdict_
     """results.json (the student's copy) and the student's report: a failed hidden check by name and verdict,
     nothing printed once hidden checks had begun; the instructor's copy (DIR/<submission>/instructor/) has
     it all, and a grade is read back from it."""
-    from torchgrade.batch import write_outputs
+    from torchgrade.classroom.batch import write_outputs
 
     hidden = dataclasses.replace(check("tensors.one_hot: hidden", "one_hot", "failed", 0, 3, "called: one_hot(SECRET-INPUT)"),
                                  visibility="hidden")

@@ -84,9 +84,9 @@ def test_check_keeps_working_without_bubblewrap(tmp_path, small_assignment):
 
 
 def test_a_report_graded_in_a_sandbox_has_no_warning(tmp_path):
-    from torchgrade.config import load_assignment
-    from torchgrade.report import render_report
-    from torchgrade.scoring import Grade
+    from torchgrade.engine.config import load_assignment
+    from torchgrade.outputs.report import render_report
+    from torchgrade.engine.scoring import Grade
 
     assignment = load_assignment(ROOT / "assignment.yaml")
     assert 'id="isolation-warning"' not in render_report(Grade("alice", [], isolation="bwrap"), assignment)

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torchgrade.scoring import Grade
+from torchgrade.engine.scoring import Grade
 
 with warnings.catch_warnings():  # the checks' `target` mark is registered by the grading plugin, not here
     warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
@@ -159,7 +159,7 @@ CHECKS = Path(__file__).resolve().parent.parent / "graders" / "checks"
 def test_as_pytorch_does_is_said_only_where_a_check_names_the_op():
     """No check of an error without a PyTorch counterpart names an op (accumulated_grad, conv_output_size,
     shard, the mode of pool2d), and the engine's own words never claim PyTorch on their own."""
-    from torchgrade.i18n import MESSAGES
+    from torchgrade.engine.i18n import MESSAGES
     assert all("PyTorch" not in m["en"] for key, m in MESSAGES.items() if key.startswith("not_raised"))
     for path in CHECKS.glob("*/test_*.py"):
         tree = ast.parse(path.read_text())

@@ -22,10 +22,10 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from torchgrade import batch
+from torchgrade.classroom import batch
 from torchgrade.cli import PROCESS_WARNING, main
-from torchgrade.config import load_assignment
-from torchgrade.ledger import Ledger, Record, parse_record
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.ledger import Ledger, Record, parse_record
 from torchgrade.sandbox import isolation
 
 from tiny_course import FULL_MARKS, ROOT, copy_class, make_course, slow_one_hot, student
@@ -447,7 +447,7 @@ def test_ctrl_c_twice_ends_the_run_with_one_message_and_no_traceback(course, tmp
 def test_pool_workers_leave_ctrl_c_to_the_parent_and_watch_it():
     """A Ctrl-C reaches every process of the terminal's group: a worker ignores it (the parent ends the
     pool), so no worker prints a KeyboardInterrupt of its own, idle or busy."""
-    from torchgrade.executors.local import Pool
+    from torchgrade.classroom.executors.local import Pool
 
     pool = Pool(1)._pool(1)
     try:

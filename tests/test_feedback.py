@@ -11,14 +11,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from torchgrade import i18n, terminal
-from torchgrade.grading import CHECKS_INI
+from torchgrade.engine import i18n
+from torchgrade.outputs import terminal
+from torchgrade.engine.grading import CHECKS_INI
 from torchgrade.cli import main
-from torchgrade.differential import (GraderError, recording, reference_outcome, request_key, save_recording)
-from torchgrade.feedback import build, rerun_command, split_hint
-from torchgrade.hints import HINTS, KINDS
-from torchgrade.report import render_report
-from torchgrade.scoring import CheckResult, Grade
+from torchgrade.engine.differential import (GraderError, recording, reference_outcome, request_key, save_recording)
+from torchgrade.outputs.feedback import build, rerun_command, split_hint
+from torchgrade.engine.hints import HINTS, KINDS
+from torchgrade.outputs.report import render_report
+from torchgrade.engine.scoring import CheckResult, Grade
 
 from conftest import ROOT, failures, make_submission, small_course
 
@@ -234,7 +235,7 @@ def mixed_grade():
 def test_a_hidden_checks_duration_and_skip_reason_stay_in_the_instructors_copy(assignment):
     """A stub that sleeps in proportion to a property of its input would read the input back from the
     duration; a skip reason may quote the input."""
-    from torchgrade.results import results_document
+    from torchgrade.engine.results import results_document
 
     grade = Grade(submission="alice", devices=["cpu"], tests=[
         _result("tensors.view: matches on a contiguous input [cpu]", "passed", score=1.0),
@@ -346,9 +347,9 @@ def test_the_terminal_shows_the_first_failure_per_target_and_all_of_them_when_ve
 
 def test_a_check_whose_comparison_outlasts_the_graders_budget_fails_for_that_student_and_grading_goes_on(
         grade, monkeypatch):
-    """The trusted side's work on one check has a time budget (torchgrade/bounds.py): a check over it
+    """The trusted side's work on one check has a time budget (torchgrade/engine/bounds.py): a check over it
     fails with a message that says so, the next checks run."""
-    from torchgrade import bounds, compare
+    from torchgrade.engine import bounds, compare
 
     real, slow = compare.compare, set()
 

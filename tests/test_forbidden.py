@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from torchgrade.forbidden import runtime_violations, static_violations
+from torchgrade.sandbox.forbidden import runtime_violations, static_violations
 
 
 def scan(tmp_path, source, target, patterns):
@@ -74,7 +74,7 @@ def test_runtime_calls_without_a_student_line_are_the_harness_own():
 
 
 def test_a_call_seen_only_at_the_dispatcher_counts_and_says_where():
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
 
     found = runtime_violations({"conv2d": DISPATCHER, "mul": DISPATCHER}, ("conv2d",))
     assert [c.name for c in found] == ["conv2d"]
@@ -82,7 +82,7 @@ def test_a_call_seen_only_at_the_dispatcher_counts_and_says_where():
 
 
 def test_a_recorder_switched_off_fails_a_target_with_forbidden_calls_only():
-    from torchgrade.forbidden import TAMPERED
+    from torchgrade.sandbox.forbidden import TAMPERED
 
     calls = {TAMPERED: "stopped the profiler"}
     found = runtime_violations(calls, ("view",))
@@ -154,7 +154,7 @@ HIDDEN = {
 def test_a_call_hidden_from_the_mode_is_seen_at_the_dispatcher(tmp_path, how):
     import torch
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
 
     calls = recorded(tmp_path, HIDDEN[how], lambda m: m.f(torch.zeros(2, 2)))
     assert calls.get("view") == DISPATCHER, calls
@@ -196,7 +196,7 @@ def test_a_custom_backward_run_by_the_students_own_backward_pass_is_watched(tmp_
     backward run there is the student's code, and a call hidden in it is seen at the dispatcher."""
     import torch
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
 
     source = f"""
         import torch
@@ -241,7 +241,7 @@ def test_the_probes_own_operators_around_the_students_windows_are_not_recorded_a
     operators here) costs no profiler event, and recording starts again in every window."""
     import torch
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
     from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
 
     module = student_module(tmp_path, HIDDEN["DisableTorchFunction"])
@@ -265,7 +265,7 @@ def test_honest_code_leaves_only_what_the_mode_saw(tmp_path):
     """Printing, reshape (a view inside), a Parameter, a backward pass (expand inside): nothing at the dispatcher."""
     import torch
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
 
     source = """
         import torch
@@ -287,7 +287,7 @@ def test_the_dispatcher_is_watched_for_targets_with_forbidden_calls_only(tmp_pat
     (differential: `watch_dispatcher=bool(patterns)`), and the sandbox arms it exactly then."""
     import torch
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
     from torchgrade.sandbox.host import Sandbox
 
     (tmp_path / "student.py").write_text(textwrap.dedent(HIDDEN["DisableTorchFunction"]))
@@ -431,7 +431,7 @@ def bundled_bare_patterns() -> dict[str, set[str]]:
     """{target: its bare forbidden patterns} of the bundled course's assignment.yaml."""
     from conftest import ROOT
 
-    from torchgrade.config import load_assignment
+    from torchgrade.engine.config import load_assignment
 
     found = {}
     for exercise in load_assignment(ROOT / "assignment.yaml").exercises:
@@ -451,7 +451,7 @@ def test_the_alias_sets_are_complete_for_every_forbidden_name_of_the_bundled_cou
     import torch._decomp
     import torch._prims.context
 
-    from torchgrade.forbidden import DISPATCHER
+    from torchgrade.sandbox.forbidden import DISPATCHER
     from torchgrade.sandbox.entries import BINDINGS, entries
 
     table = entries()

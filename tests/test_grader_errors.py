@@ -1,4 +1,4 @@
-"""The grader's own failures are never charged to a student (torchgrade/grader_errors.py).
+"""The grader's own failures are never charged to a student (torchgrade/engine/grader_errors.py).
 
 The call watch (the profiler's, as where no compiled observer is built) is broken on purpose, as torch 2.4 broke it (``_ExperimentalConfig`` refused with a
 TypeError when the watch arms): the sandbox runs a copy of the engine in which torch's profiler config
@@ -21,7 +21,7 @@ import xmlschema
 from click.testing import CliRunner
 from tiny_course import ROOT, copy_class, make_course, student
 
-from torchgrade import grader_errors
+from torchgrade.engine import grader_errors
 from torchgrade.cli import main
 from torchgrade.sandbox import host, isolation
 
@@ -134,8 +134,8 @@ def test_a_broken_watch_is_the_graders_error_in_check_grade_and_the_autograder(b
     assert {r["submission"] for r in csv.DictReader((out / "grades.csv").open())} >= {"alice", "bob"}
 
     # the Gradescope autograder: fails closed, every target 0 with the reason, valid for Gradescope
-    from torchgrade import gradescope
-    from torchgrade.config import load_assignment
+    from torchgrade.outputs import gradescope
+    from torchgrade.engine.config import load_assignment
 
     results = tmp_path / "results" / "results.json"
     student(tmp_path / "submission")

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.gradescope import find_submission
+from torchgrade.outputs.gradescope import find_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 GRADESCOPE = json.loads((Path(__file__).with_name("gradescope_results.schema.json")).read_text())
@@ -301,8 +301,8 @@ def test_a_course_that_opts_into_process_is_graded_there_and_says_so(tiny_autogr
 def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_path, monkeypatch):
     from tiny_course import make_course
 
-    from torchgrade import gradescope
-    from torchgrade.config import load_assignment
+    from torchgrade.outputs import gradescope
+    from torchgrade.engine.config import load_assignment
 
     assignment = load_assignment(make_course(tmp_path))
     results = tmp_path / "results" / "results.json"
@@ -313,7 +313,7 @@ def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_
         assert json.loads(results.read_text())["score"] == 0  # already there before any student code
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("torchgrade.batch.grade_one", stopped)
+    monkeypatch.setattr("torchgrade.classroom.batch.grade_one", stopped)
     with pytest.raises(KeyboardInterrupt):
         gradescope.autograde(tmp_path / "submission", results, "cpu", assignment, [], [])
     document = json.loads(results.read_text())
@@ -325,7 +325,7 @@ def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_
 _PROOF_TEST = """
 import os, sys
 from pathlib import Path
-from torchgrade.gradescope import prove_confined
+from torchgrade.outputs.gradescope import prove_confined
 folder = Path(sys.argv[1])
 secret, kept = folder / "metadata.json", folder / "results"
 user = (0x70000000 + os.getpid(), 0x70000000 + os.getpid())
@@ -356,7 +356,7 @@ def _shell(text: str) -> str:
 
 
 def test_hidden_checks_are_never_gradescopes_hidden(tmp_path):
-    from torchgrade.config import ConfigError, load_assignment
+    from torchgrade.engine.config import ConfigError, load_assignment
 
     path = tmp_path / "assignment.yaml"
     base = "title: T\nexercises:\n  tensors:\n    targets: {view: 1}\n"
@@ -398,15 +398,15 @@ def test_the_init_course_autograder_grades_its_reference_full_and_its_stub_zero_
 def test_the_reference_outcomes_are_recorded_once_and_never_trusted_stale_or_damaged(tmp_path, monkeypatch):
     from tiny_course import make_course
 
-    import torchgrade.batch
-    from torchgrade import refcache
-    from torchgrade.config import load_assignment
+    import torchgrade.engine.session
+    from torchgrade.engine import refcache
+    from torchgrade.engine.config import load_assignment
 
     assignment = load_assignment(make_course(tmp_path / "course"))
     folder = tmp_path / "outcomes"
 
     def use() -> str:
-        monkeypatch.setattr(torchgrade.batch, "_sessions", {})  # as in a fresh container per submission
+        monkeypatch.setattr(torchgrade.engine.session, "_sessions", {})  # as in a fresh container per submission
         return refcache.ensure(assignment, "cpu", folder)
 
     assert use() == "recorded"

@@ -28,10 +28,10 @@ from conftest import ROOT, make_submission, points_by_target
 from hostile import ATTACKS, CORPUS, Attack
 from mqueues import queue_exists, unlink_queue
 
-from torchgrade.config import load_assignment
-from torchgrade.grading import grade_submission
-from torchgrade.report import render_report
-from torchgrade.results import results_document
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.grading import grade_submission
+from torchgrade.outputs.report import render_report
+from torchgrade.engine.results import results_document
 from torchgrade.sandbox import host, ipc, isolation, observer, portable
 from torchgrade.sandbox.host import Sandbox, isolation_level
 
@@ -182,7 +182,7 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
         instructor = json.dumps(results_document(g, fast, instructor=True)) + render_report(g, fast, instructor=True)
         assert secret not in student and shown in student
         assert secret in instructor
-    # Every message is bounded (torchgrade/bounds.py), whatever the submission sent.
+    # Every message is bounded (torchgrade/engine/bounds.py), whatever the submission sent.
     assert max(len(t.output) for t in g.tests) < 5000
 
     # Nothing appears where it should not, nothing unpickles, nothing survives.

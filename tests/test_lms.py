@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.lms import LMSError, canvas_csv, lms_ids, moodle_csv, read_roster
-from torchgrade.results import write_results
-from torchgrade.scoring import CheckResult, Grade
+from torchgrade.engine.config import load_assignment
+from torchgrade.outputs.lms import LMSError, canvas_csv, lms_ids, moodle_csv, read_roster
+from torchgrade.engine.results import write_results
+from torchgrade.engine.scoring import CheckResult, Grade
 
 from tiny_course import make_course
 

@@ -3,7 +3,7 @@ and each realistic mistake loses exactly its own target, with a message that nam
 
 import pytest
 
-from torchgrade.grading import grade_submission
+from torchgrade.engine.grading import grade_submission
 
 from conftest import ROOT, failures, lost_targets
 

@@ -1,4 +1,4 @@
-"""Notebooks (torchgrade/notebook.py): a .ipynb becomes its module, bad notebooks are said so, messages
+"""Notebooks (torchgrade/engine/notebooks.py): a .ipynb becomes its module, bad notebooks are said so, messages
 name cells, and authors get student notebooks that grade like the stubs and the reference."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from nbformat import v4
 
-from torchgrade import notebook
+from torchgrade.engine import notebooks as notebook
 from torchgrade.cli import main
-from torchgrade.config import ConfigError, load_assignment
-from torchgrade.notebook import NotebookError, convert, convert_file, python_lines, relabel
+from torchgrade.engine.config import ConfigError, load_assignment
+from torchgrade.engine.notebooks import NotebookError, convert, convert_file, python_lines, relabel
 
 from class_folders import REFERENCE, STUB, notebook_of, solved_notebook
 from tiny_course import FULL_MARKS, ROOT, make_course
@@ -159,7 +159,7 @@ def test_tracebacks_forbidden_calls_and_syntax_errors_name_the_cell_and_its_line
 
 
 def test_the_import_hint_speaks_of_the_notebook(tmp_path):
-    from torchgrade.hints import HINTS
+    from torchgrade.engine.hints import HINTS
 
     assert notebook.IMPORT_ADVICE[0] in HINTS[("*", "import")]["en"]  # the hint's own text: a change there shows here
     maps = _maps(tmp_path, "x = 1")
@@ -204,8 +204,8 @@ def test_the_notebooks_key_is_checked(tmp_path):
 
 
 def test_a_course_whose_exercises_live_in_one_notebook_grades_it_for_each(tmp_path):
-    from torchgrade.batch import grade_class
-    from torchgrade.submissions import survey
+    from torchgrade.classroom.batch import grade_class
+    from torchgrade.classroom.submissions import survey
 
     path = make_course(tmp_path / "course")
     path.write_text(path.read_text() + "notebooks: {file: homework.ipynb}\n")
@@ -252,7 +252,7 @@ def test_init_notebook_starts_a_course_whose_notebook_scores_zero_and_whose_refe
     assert stub.is_file()
     course = load_assignment(tmp_path / "course" / "assignment.yaml")
     notebook.generate_notebooks(course, tmp_path / "solved", from_reference=True)
-    from torchgrade.grading import grade_submission
+    from torchgrade.engine.grading import grade_submission
 
     for folder, score in ((stub.parent, 0.0), (tmp_path / "solved", course.max_score)):
         with notebook.graded_folder(folder, course) as (graded, notes):

@@ -14,9 +14,9 @@ import pytest
 import torch
 from conftest import make_submission, points_by_target
 
-from torchgrade.forbidden import DISPATCHER, TAMPERED
-from torchgrade.grading import grade_submission
-from torchgrade import plugin
+from torchgrade.sandbox.forbidden import DISPATCHER, TAMPERED
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine import plugin
 from torchgrade.sandbox import host, observer, recorder
 from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch, joined
 
@@ -354,7 +354,7 @@ def test_pytest_run_as_it_is_reports_each_check_with_its_verdict_when_the_profil
                                                                                            monkeypatch):
     """A course author's own `pytest` run prints each check's outcome as it ends: no verdict waits there
     (`--late-verdicts` is for torchgrade's commands, which show nothing before the grade)."""
-    from torchgrade.grading import CHECKS_INI, check_dirs, own_plugins_only
+    from torchgrade.engine.grading import CHECKS_INI, check_dirs, own_plugins_only
 
     broken = tmp_path / "broken.so"
     broken.write_bytes(b"not a library")

@@ -126,8 +126,8 @@ def test_grading_cpu_only_does_not_say_the_cuda_checks_were_graded_on_the_stand_
 
     from tiny_course import make_course, student
 
-    from torchgrade.config import load_assignment
-    from torchgrade.grading import grade_submission
+    from torchgrade.engine.config import load_assignment
+    from torchgrade.engine.grading import grade_submission
 
     if torch.cuda.is_available():
         pytest.skip("with CUDA there is no stand-in")

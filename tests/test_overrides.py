@@ -1,4 +1,4 @@
-"""The instructor's decisions (DIR/overrides.yaml, torchgrade/overrides.py) survive every regrade, resume,
+"""The instructor's decisions (DIR/overrides.yaml, torchgrade/classroom/overrides.py) survive every regrade, resume,
 --force, merge and export, with real files: the tiny course's class graded by the CLI, an overrides file
 the instructor writes, then a late file, a regrade, a merge of shards and the gradebooks."""
 
@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
+from torchgrade.engine.config import load_assignment
 
 from tiny_course import copy_class, make_course
 
@@ -144,7 +144,7 @@ def test_a_wrong_decision_is_one_line_exit_2_and_nothing_written(course, cls, tm
 
 def _grade(course):
     """A grade of the tiny course in memory: broadcast_shape passed, one_hot's two checks failed."""
-    from torchgrade.scoring import CheckResult, Grade, assign_points
+    from torchgrade.engine.scoring import CheckResult, Grade, assign_points
 
     tests = [CheckResult("a", "tensors.broadcast_shape: matches torch broadcast shapes", "tensors", "broadcast_shape",
                          None, "visible", "passed"),
@@ -157,8 +157,8 @@ def _grade(course):
 
 
 def test_a_check_a_target_and_the_whole_submission_each_set_their_own_points_narrower_last(course, tmp_path):
-    from torchgrade.overrides import Overrides
-    from torchgrade.results import read_grade, results_document
+    from torchgrade.classroom.overrides import Overrides
+    from torchgrade.engine.results import read_grade, results_document
 
     (tmp_path / "overrides.yaml").write_text(
         "- student: bob\n  points: 1\n  reason: whole\n"
@@ -178,7 +178,7 @@ def test_a_check_a_target_and_the_whole_submission_each_set_their_own_points_nar
 
 
 def test_a_decision_for_a_check_the_submission_does_not_have_is_flagged_not_applied(course, tmp_path):
-    from torchgrade.overrides import Overrides
+    from torchgrade.classroom.overrides import Overrides
 
     (tmp_path / "overrides.yaml").write_text(
         "- student: bob\n  check: 'tensors.one_hot: a check renamed since [cpu]'\n  verdict: passed\n  reason: r\n")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchgrade.config import load_assignment
-from torchgrade.differential import load_reference
-from torchgrade.grading import grade_submission
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.differential import load_reference
+from torchgrade.engine.grading import grade_submission
 from torchgrade.sandbox.probes import ProbeError, Target, run_probe
 from torchgrade.sandbox.probes import parallel as ddp
 from torchgrade.sandbox import host
@@ -327,7 +327,7 @@ def test_a_process_that_kept_ranks_still_exits(tmp_path):
     script.write_text(f"""
 import multiprocessing, sys
 sys.path.insert(0, {str(ROOT)!r})
-from torchgrade.differential import load_reference
+from torchgrade.engine.differential import load_reference
 from torchgrade.sandbox.probes import Target, parallel as ddp
 
 def grade_once():
@@ -361,7 +361,7 @@ def test_a_kept_group_whose_rank_died_meanwhile_is_replaced():
 RANK_SERVER = r"""
 import json, os, resource, sys
 import psutil, torch
-from torchgrade.differential import load_reference
+from torchgrade.engine.differential import load_reference
 from torchgrade.sandbox.probes import Target, run_probe
 from torchgrade.sandbox.probes import parallel as ddp
 

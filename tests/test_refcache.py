@@ -1,13 +1,14 @@
-"""The reference's outcomes kept between runs of `torchgrade check` (torchgrade/refcache.py)."""
+"""The reference's outcomes kept between runs of `torchgrade check` (torchgrade/engine/refcache.py)."""
 
 from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
 
-from torchgrade import differential, ledger, refcache
+from torchgrade.engine import differential, refcache
+from torchgrade.classroom import ledger
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
+from torchgrade.engine.config import load_assignment
 
 from tiny_course import FULL_MARKS, make_course, student
 

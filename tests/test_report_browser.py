@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from torchgrade.grading import grade_submission
-from torchgrade.report import write_report
+from torchgrade.engine.grading import grade_submission
+from torchgrade.outputs.report import write_report
 
 from conftest import make_submission
 
@@ -148,7 +148,7 @@ def report(assignment, tmp_path_factory) -> Path:
                                                                       "tensors.broadcast_shape"))
     path = tmp_path_factory.mktemp("report") / "report.html"
     write_report(grade, assignment, path)
-    from torchgrade.report import _fmt
+    from torchgrade.engine.scoring import points_text as _fmt
 
     (path.parent / "score.txt").write_text(f"{_fmt(grade.score)} / {_fmt(grade.max_score)}")  # as the page shows it
     return path
@@ -217,8 +217,8 @@ PHONE = 390
 @pytest.fixture(scope="module")
 def overview(assignment, tmp_path_factory) -> Path:
     """A class overview for the whole course: long names, every exercise a column, some errors."""
-    from torchgrade.batch import write_class_pages
-    from torchgrade.scoring import CheckResult, Grade, assign_points
+    from torchgrade.classroom.batch import write_class_pages
+    from torchgrade.engine.scoring import CheckResult, Grade, assign_points
 
     grades = []
     for i, name in enumerate(["ann", "ben", "a-student-with-a-very-long-submission-folder-name_12345_67890", "dora"]):
@@ -242,7 +242,7 @@ def similarity(assignment, tmp_path_factory) -> Path:
     """The similarity page of a class: near-copies of the reference (renamed, reformatted) and the stubs."""
     from near_copies import near_copy
 
-    from torchgrade import similarity as sim
+    from torchgrade.classroom import similarity as sim
 
     names = tuple(e.name for e in assignment.exercises)
     reference = sim.modules(assignment.reference_dir, names)

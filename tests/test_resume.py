@@ -13,11 +13,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.batch import grade_class
+from torchgrade.classroom.batch import grade_class
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.ledger import Ledger, Record, grader_key
-from torchgrade.submissions import discover
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.ledger import Ledger, Record
+from torchgrade.engine.fingerprint import grader_key
+from torchgrade.classroom.submissions import discover
 
 from tiny_course import ROOT, copy_class, make_course, slow_one_hot, student
 

@@ -24,8 +24,8 @@ import pytest
 import torch
 from conftest import ROOT
 
-from torchgrade.grading import grade_submission
-from torchgrade.results import results_document
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine.results import results_document
 from torchgrade.sandbox import host, inbox, isolation, wire
 from torchgrade.sandbox.host import BadReply, Died, Limits, Sandbox, Timeout, checked
 
@@ -716,9 +716,9 @@ def test_the_reference_keeps_full_marks_in_checks_of_one_module_from_a_sandbox_t
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from torchgrade.config import load_assignment
+from torchgrade.engine.config import load_assignment
 from torchgrade.sandbox import host
-from torchgrade.session import CheckSession
+from torchgrade.engine.session import CheckSession
 assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
 host.start_early(assignment.probes_dir, one_module=True)
 with CheckSession(assignment, device="cpu", include_hidden=False, only=("training", "parallel")) as session:
@@ -748,9 +748,9 @@ def test_a_switch_sought_after_a_lazy_import_in_a_sandbox_for_one_module_is_the_
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from torchgrade.config import load_assignment
+from torchgrade.engine.config import load_assignment
 from torchgrade.sandbox import host
-from torchgrade.session import CheckSession
+from torchgrade.engine.session import CheckSession
 assignment = load_assignment(Path({str(ROOT / "assignment.yaml")!r}))
 host.start_early(assignment.probes_dir, one_module=True)
 with CheckSession(assignment, device="cpu", include_hidden=False, only=("tensors.broadcast_to",)) as session:

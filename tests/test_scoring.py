@@ -2,7 +2,7 @@
 
 import pytest
 
-from torchgrade.scoring import CheckResult, assign_points
+from torchgrade.engine.scoring import CheckResult, assign_points
 
 
 def result(target, status, device="cpu", forbidden=False):

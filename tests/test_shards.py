@@ -7,12 +7,12 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from torchgrade.batch import grade_class
+from torchgrade.classroom.batch import grade_class
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
-from torchgrade.ledger import Ledger
-from torchgrade.shards import MergeError, Shard, merge
-from torchgrade.submissions import Submission, discover
+from torchgrade.engine.config import load_assignment
+from torchgrade.classroom.ledger import Ledger
+from torchgrade.classroom.shards import MergeError, Shard, merge
+from torchgrade.classroom.submissions import Submission, discover
 
 from tiny_course import copy_class, make_course, student
 

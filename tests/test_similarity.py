@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from torchgrade import similarity as sim
+from torchgrade.classroom import similarity as sim
 from torchgrade.cli import main
-from torchgrade.config import load_assignment
+from torchgrade.engine.config import load_assignment
 
 from near_copies import near_copy
 from tiny_course import make_course, student

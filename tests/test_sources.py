@@ -1,12 +1,12 @@
-"""The trusted side's reading of a submission's files (torchgrade/sources.py): bounded in size and in what it keeps."""
+"""The trusted side's reading of a submission's files (torchgrade/sandbox/sources.py): bounded in size and in what it keeps."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchgrade import forbidden, sources
-from torchgrade.config import load_assignment
-from torchgrade.grading import grade_submission
+from torchgrade.sandbox import forbidden, sources
+from torchgrade.engine.config import load_assignment
+from torchgrade.engine.grading import grade_submission
 
 from tiny_course import FULL_MARKS, make_course, student
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from torchgrade.config import ConfigError, load_assignment
-from torchgrade.grading import grade_submission
-from torchgrade.results import read_grade, results_document
+from torchgrade.engine.config import ConfigError, load_assignment
+from torchgrade.engine.grading import grade_submission
+from torchgrade.engine.results import read_grade, results_document
 from torchgrade.sandbox import standin, wire
 from torchgrade.sandbox.probes import Target, run_probe
 

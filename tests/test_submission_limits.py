@@ -1,4 +1,4 @@
-"""Submission limits on Gradescope (torchgrade/submission_limits.py), counted from submission_metadata.json
+"""Submission limits on Gradescope (torchgrade/engine/submission_limits.py), counted from submission_metadata.json
 written as Gradescope documents it (https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from torchgrade import gradescope
-from torchgrade.config import ConfigError, load_assignment
-from torchgrade.submission_limits import Limit, LimitError, decide, parse, read_metadata
+from torchgrade.outputs import gradescope
+from torchgrade.engine.config import ConfigError, load_assignment
+from torchgrade.engine.submission_limits import Limit, LimitError, decide, parse, read_metadata
 
 GRADESCOPE = json.loads((Path(__file__).with_name("gradescope_results.schema.json")).read_text())
 
@@ -111,7 +111,7 @@ def test_over_the_limit_the_last_counted_results_stay_with_when_the_next_try_cou
     def graded(*args, **kwargs):
         raise AssertionError("a submission over the limit is not graded")
 
-    monkeypatch.setattr("torchgrade.batch.grade_one", graded)
+    monkeypatch.setattr("torchgrade.classroom.batch.grade_one", graded)
     previous = [("2026-12-02T09:00:00-08:00", earlier_results(5.0, counted=True, test="tensors.one_hot: kept")),
                 ("2026-12-02T10:00:00-08:00", earlier_results(2.0, counted=True))]
     document = _autograde(tiny, tmp_path, metadata(tmp_path / "m.json", "2026-12-02T12:00:00-08:00", previous))

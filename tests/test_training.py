@@ -8,7 +8,7 @@ copies (``_reference_train_step``, ``_reference_evaluate``).
 
 import pytest
 
-from torchgrade.grading import grade_submission
+from torchgrade.engine.grading import grade_submission
 
 from conftest import ROOT, failures, lost_targets
 

@@ -1,4 +1,4 @@
-"""The audit's search for marked mutants (torchgrade/verification.py): functions of its own for a target that
+"""The audit's search for marked mutants (torchgrade/authoring/verification.py): functions of its own for a target that
 takes a callable, where the checks name theirs for a probe."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
-from torchgrade import verification
+from torchgrade.authoring import verification
 from torchgrade.sandbox import wire
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from torchgrade.watch import Watcher
+from torchgrade.engine.watch import Watcher
 
 from conftest import ROOT, make_submission, points_by_target
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .config import ConfigError, exercise_named, load_assignment
-from .i18n import LANG_HELP, LANGUAGES
-from .sandbox.host import start_early
-from .sandbox.isolation import ENV_VAR as ISOLATION_ENV
-from .sandbox.isolation import LEVELS as ISOLATION_LEVELS
+from torchgrade.base.version import __version__
+from torchgrade.engine.config import ConfigError, exercise_named, load_assignment
+from torchgrade.engine.i18n import LANG_HELP, LANGUAGES
+from torchgrade.sandbox.host import start_early
+from torchgrade.sandbox.isolation import ENV_VAR as ISOLATION_ENV
+from torchgrade.sandbox.isolation import LEVELS as ISOLATION_LEVELS
 
 ASSIGNMENT_HELP = "The assignment file (default: assignment.yaml of this course)."
 DEVICE_HELP = "Devices to grade on (default: all that are available)."
@@ -28,7 +28,7 @@ def _fail(message: str) -> None:
 
 def _assignment(path: str | None, *, checks: str | None = None):
     """The course's assignment; with `checks` ("collect": its check files imported too, or "read"), the
-    course is validated first (torchgrade.course.validate_course): one line and exit 2 for a mistake."""
+    course is validated first (torchgrade.engine.course.validate_course): one line and exit 2 for a mistake."""
     try:
         assignment = load_assignment(path)
     except ConfigError as e:
@@ -40,7 +40,7 @@ def _assignment(path: str | None, *, checks: str | None = None):
 
 def _check_course(assignment, checks: str = "collect") -> None:
     """Refuse, in one line, a course with an authoring mistake; print its notes ("collect" or "read")."""
-    from .sandbox.warmup import importing
+    from torchgrade.sandbox.warmup import importing
 
     with importing():  # it imports torch and the checks, for this process to grade with next
         mistake = course_mistake(assignment, collect=checks == "collect")
@@ -50,15 +50,15 @@ def _check_course(assignment, checks: str = "collect") -> None:
 
 
 def _course_notes(assignment) -> None:
-    from .course import course_notes
+    from torchgrade.engine.course import course_notes
 
     for note in course_notes(assignment):
         click.echo(f"torchgrade: note: {note}", err=True)
 
 
 def course_mistake(assignment, collect: bool = True) -> str | None:
-    """The first authoring mistake of a course (torchgrade.course.validate_course), in one line, or None."""
-    from .course import CourseError, validate_course
+    """The first authoring mistake of a course (torchgrade.engine.course.validate_course), in one line, or None."""
+    from torchgrade.engine.course import CourseError, validate_course
 
     try:
         validate_course(assignment, collect=collect)
@@ -79,7 +79,7 @@ def _check_targets(assignment, targets: tuple[str, ...]) -> None:
     for target in targets:
         name, sep, check_name = target.partition("::")
         if name not in known or (sep and not check_name):
-            from .course import did_you_mean
+            from torchgrade.engine.course import did_you_mean
 
             near = did_you_mean(name, known)
             if near:
@@ -113,8 +113,8 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     without CUDA, do not count), 1 when any graded check failed, 2 when the checks could not run (torchgrade's
     own installation failed without your code: one line says what).
     """
-    from .i18n import set_language, t
-    from .sandbox import host, isolation, portable
+    from torchgrade.engine.i18n import set_language, t
+    from torchgrade.sandbox import host, isolation, portable
 
     set_language(lang)
     missing = portable.unavailable()
@@ -124,11 +124,12 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
     # The sandbox imports torch (its start is the longest wait of a first check) while this process
     # imports the rest, checks the course (importing torch too) and collects the checks: started first.
     start_early(assignment.probes_dir, one_module=len({exercise_named(t) for t in targets}) == 1)
-    from . import feedback, grader_errors, refcache, terminal
-    from .grading import GradingError, grade_submission
-    from .report import write_report
-    from .results import write_results
-    from .session import CheckSession
+    from torchgrade.outputs import feedback, terminal
+    from torchgrade.engine import grader_errors, refcache
+    from torchgrade.engine.grading import GradingError, grade_submission
+    from torchgrade.outputs.report import write_report
+    from torchgrade.engine.results import write_results
+    from torchgrade.engine.session import CheckSession
 
     _check_course(assignment, "read")  # a visible check file that does not import: grading says so, same line
     folder = path or assignment.stubs_dir
@@ -136,7 +137,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         _fail(f"{folder}: no such folder (use --path to point at your exercise files)")
     _check_targets(assignment, targets)
     report_dir = report_dir or assignment.root / "reports" / "check"
-    from .notebook import graded_folder, has_notebooks
+    from torchgrade.engine.notebooks import graded_folder, has_notebooks
 
     if watch:
         if has_notebooks(folder, assignment):
@@ -185,12 +186,12 @@ def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verb
     import threading
     import time
 
-    from . import feedback, terminal
-    from .grading import GradingError
-    from .i18n import t
-    from .report import write_report
-    from .results import write_results
-    from .watch import Watcher
+    from torchgrade.outputs import feedback, terminal
+    from torchgrade.engine.grading import GradingError
+    from torchgrade.engine.i18n import t
+    from torchgrade.outputs.report import write_report
+    from torchgrade.engine.results import write_results
+    from torchgrade.engine.watch import Watcher
 
     watcher = Watcher(assignment, folder, device=device, only=targets)
     args = dict(path=str(path) if path else None, assignment_arg=assignment_path)
@@ -248,7 +249,7 @@ def _demand_isolation(choice: str | None, assignment, keep: bool) -> str:
     """
     import shutil
 
-    from .sandbox import host, isolation
+    from torchgrade.sandbox import host, isolation
 
     previous = os.environ.get(ISOLATION_ENV)
     context = click.get_current_context(silent=True)
@@ -281,7 +282,7 @@ class ShardType(click.ParamType):
     name = "i/n"
 
     def convert(self, value, param, ctx):
-        from .shards import Shard
+        from torchgrade.classroom.shards import Shard
 
         if not isinstance(value, str):
             return value
@@ -342,13 +343,13 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     Resumable: each graded submission is recorded in DIR/ledger.jsonl as it completes, and a re-run
     skips what this grader already graded from the same files.
     """
-    from .batch import OutputBusy, OutputError, grade_class, locked
-    from .executors import make_executor
-    from .grading import GradingError
-    from .progress import Progress, summary_lines
-    from .results import set_private
-    from .notebook import module_names
-    from .submissions import InputError, survey
+    from torchgrade.classroom.batch import OutputBusy, OutputError, grade_class, locked
+    from torchgrade.classroom.executors import make_executor
+    from torchgrade.engine.grading import GradingError
+    from torchgrade.classroom.progress import Progress, summary_lines
+    from torchgrade.engine.results import set_private
+    from torchgrade.engine.notebooks import module_names
+    from torchgrade.classroom.submissions import InputError, survey
 
     set_private(private)
     assignment = _assignment(assignment_path)
@@ -360,14 +361,14 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     submissions = found.submissions
     for note in found.notes:
         click.echo(f"torchgrade: note: {note}", err=True)
-    from .overrides import Overrides, OverridesError
+    from torchgrade.classroom.overrides import Overrides, OverridesError
 
     try:  # the instructor's decisions, checked against the whole class (every shard) before anything runs
         decisions = Overrides.load(out, assignment, [s.name for s in submissions])
     except OverridesError as e:
         _fail(str(e))
     if executor == "dask":
-        from .executors.dask import available
+        from torchgrade.classroom.executors.dask import available
 
         if not available():
             _fail("--executor dask needs Dask distributed: pip install 'torchgrade[cluster]'")
@@ -387,7 +388,7 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
             _check_course(assignment)
         level = _demand_isolation(isolation_choice, assignment, keep=executor == "local" and jobs == 1)
         if pool:  # the course is checked in a fork of the fork server: this process never imports torch
-            from .executors.local import call_in_fork_server, start_fork_server
+            from torchgrade.classroom.executors.local import call_in_fork_server, start_fork_server
 
             start_fork_server(assignment.path, device)
             mistake = call_in_fork_server(course_mistake, assignment)
@@ -429,11 +430,11 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
 @click.option("--private", is_flag=True, help=PRIVATE_HELP)
 def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, private: bool) -> None:
     """Combine the output folders of `torchgrade grade --shard i/n` runs into one class report."""
-    from .batch import OutputBusy, locked, write_class_pages, write_outputs
-    from .ledger import Ledger
-    from .overrides import Overrides, OverridesError
-    from .results import set_private
-    from .shards import MergeError, merge as merge_shards
+    from torchgrade.classroom.batch import OutputBusy, locked, write_class_pages, write_outputs
+    from torchgrade.classroom.ledger import Ledger
+    from torchgrade.classroom.overrides import Overrides, OverridesError
+    from torchgrade.engine.results import set_private
+    from torchgrade.classroom.shards import MergeError, merge as merge_shards
 
     set_private(private)
     assignment = _assignment(assignment_path)
@@ -476,7 +477,7 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     fails unless it scores full marks); run_autograder grades each submission, in a sandbox it proves
     first (see docs/exports.md), and writes Gradescope's results.json.
     """
-    from .gradescope import GradescopeError, build
+    from torchgrade.outputs.gradescope import GradescopeError, build
 
     assignment = _assignment(assignment_path, checks="collect")
     try:
@@ -501,18 +502,19 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
               help="Gradescope's submission_metadata.json, for the course's submission_limit.")
 @click.option("--reference-outcomes", "outcomes", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="A folder where the reference's outcomes are recorded once (by the build's test) and reused "
-                   "(torchgrade/refcache.py).")
+                   "(torchgrade/engine/refcache.py).")
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
               secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None,
               metadata: Path | None) -> None:
     """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
-    from . import gradescope
+    from torchgrade.base.paths import PACKAGE
+    from torchgrade.classroom import autograder
 
     assignment = _assignment(assignment_path)
     if not submission.is_dir():
         _fail(f"{submission}: no such folder (Gradescope puts the submission there)")
-    engine = [gradescope.ENGINE, Path(sys.prefix) / "bin"]
-    sys.exit(gradescope.autograde(submission, results_path, device, assignment, list(secrets),
+    engine = [PACKAGE, Path(sys.prefix) / "bin"]
+    sys.exit(autograder.autograde(submission, results_path, device, assignment, list(secrets),
                                   [*protected, *secrets, *engine], smoke=smoke, outcomes=outcomes,
                                   metadata=metadata))
 
@@ -535,8 +537,9 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
 
     Exit status 1 when a submission matches no student (each is listed with the reason).
     """
-    from .lms import LMSError, canvas_csv, graded_class, moodle_csv, read_roster
-    from .results import write_atomic
+    from torchgrade.classroom.gradebook import graded_class
+    from torchgrade.outputs.lms import LMSError, canvas_csv, moodle_csv, read_roster
+    from torchgrade.engine.results import write_atomic
 
     assignment = _assignment(assignment_path)
     if lms == "moodle" and roster is None:
@@ -572,10 +575,11 @@ def similarity(graded: Path, known: Path | None, threshold: float | None, assign
     Renaming and reformatting do not hide a copy; the stub's code is left out; the reference and --known
     are compared with every student. See docs/class-grading.md.
     """
-    from . import similarity as sim
-    from .batch import report_link, write_class_pages
-    from .lms import LMSError, graded_class
-    from .results import write_atomic
+    from torchgrade.classroom import similarity as sim
+    from torchgrade.classroom.batch import report_link, write_class_pages
+    from torchgrade.classroom.gradebook import graded_class
+    from torchgrade.outputs.lms import LMSError
+    from torchgrade.engine.results import write_atomic
 
     assignment = _assignment(assignment_path)
     names = tuple(e.name for e in assignment.exercises)
@@ -609,7 +613,7 @@ def similarity(graded: Path, known: Path | None, threshold: float | None, assign
                    "exercise (default DIR: notebooks/ in the course folder; docs/notebooks.md).")
 def stubs(check_only: bool, assignment_path: str | None, notebook_out: str | None) -> None:
     """Generate the student stubs (exercises/) from the reference solutions' solution markers."""
-    from .authoring import MarkerError, docstring_problems, generate_stubs, make_stub
+    from torchgrade.authoring.stubs import MarkerError, docstring_problems, generate_stubs, make_stub
 
     assignment = _assignment(assignment_path, checks="collect")
     if notebook_out is not None:
@@ -635,9 +639,9 @@ def stubs(check_only: bool, assignment_path: str | None, notebook_out: str | Non
 
 
 def _stub_notebooks(assignment, out: Path, check_only: bool) -> None:
-    """`stubs --notebook`: the student notebooks from the reference's stubs (torchgrade/notebook.py)."""
-    from .authoring import MarkerError
-    from .notebook import generate_notebooks
+    """`stubs --notebook`: the student notebooks from the reference's stubs (torchgrade/engine/notebooks.py)."""
+    from torchgrade.authoring.stubs import MarkerError
+    from torchgrade.engine.notebooks import generate_notebooks
 
     try:
         changed = generate_notebooks(assignment, out, write=not check_only)
@@ -657,7 +661,7 @@ def _stub_notebooks(assignment, out: Path, check_only: bool) -> None:
               show_default=True, help="Where to write the bundle folder and its .zip.")
 @click.option("--name", default="student", show_default=True, help="The bundle's name: OUT/NAME/ and OUT/NAME.zip.")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="all",
-              help="Devices to record expected outcomes on (default: all that are available; see torchgrade/bundle.py).")
+              help="Devices to record expected outcomes on (default: all that are available; see torchgrade/authoring/bundle.py).")
 @click.option("--verify", is_flag=True,
               help="Also grade the reference through the sandbox; refuse to build unless it scores full marks.")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
@@ -669,8 +673,8 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     It holds no reference solutions and no hidden checks: the visible checks are run once on the
     reference here, and their expected outcomes are recorded into the bundle instead.
     """
-    from .bundle import BundleError, build_bundle
-    from .grading import GradingError
+    from torchgrade.authoring.bundle import BundleError, build_bundle
+    from torchgrade.engine.grading import GradingError
 
     assignment = _assignment(assignment_path, checks="collect")
     try:
@@ -687,8 +691,8 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
 def probes(markdown: bool, assignment_path: str | None) -> None:
     """List the probes a check may ask for: the built-in ones, and this course's own (when in a course)."""
-    from .probes import PROBES, options, reference_page
-    from .sandbox.probes import ProbeLoadError, load_course
+    from torchgrade.engine.probes import PROBES, options, reference_page
+    from torchgrade.sandbox.probes import ProbeLoadError, load_course
 
     if markdown:
         click.echo(reference_page(), nl=False)
@@ -737,10 +741,10 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     """
     import json
 
-    from .audit import AuditError, lines, run_audit
-    from .auditpage import write_page
-    from .grading import GradingError
-    from .sandbox import host
+    from torchgrade.authoring.audit import AuditError, lines, run_audit
+    from torchgrade.authoring.auditpage import write_page
+    from torchgrade.engine.grading import GradingError
+    from torchgrade.sandbox import host
 
     assignment = _assignment(assignment_path)
     for target in targets:
@@ -779,7 +783,7 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
 def init(folder: Path, title: str, notebook: bool) -> None:
     """Start a course in FOLDER (default: here): one example exercise with its reference, stub,
     checks, a probe of its own and a hint, that grades the reference full and the stub zero."""
-    from .scaffold import ScaffoldError, init_course
+    from torchgrade.authoring.scaffold import ScaffoldError, init_course
 
     try:
         written = init_course(folder, title, notebooks=notebook)
@@ -802,7 +806,7 @@ def observer() -> None:
 def observer_build() -> None:
     """Compile it now for this torch and Python (else the first grading starts a build in the background
     and uses torch's profiler until it is done); needs a C++ compiler and torch's headers."""
-    from .sandbox import observer as compiled
+    from torchgrade.sandbox import observer as compiled
 
     try:
         click.echo(f"built: {compiled.build()}")

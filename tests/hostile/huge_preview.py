@@ -3,7 +3,7 @@
 # cheap to send, 16 million elements to show. The trusted side wrote its message with
 # `clip(repr(actual), 80)`: every element formatted before the cut, minutes of the grader's CPU per
 # check (a day at shape (2,)*31), with no limit.
-# Holds because: a value is shown by a bounded preview (torchgrade/bounds.py), whose cost does not
+# Holds because: a value is shown by a bounded preview (torchgrade/engine/bounds.py), whose cost does not
 # grow with the value; and the trusted side's work on a check has a time budget.
 import torch
 

@@ -3,7 +3,7 @@
 # every name, and nothing cut a message: 6 MB per check, and a results.json, a report and a class
 # junit.xml of tens of megabytes.
 # Holds because: a message names at most a few items, each cut short, and every message is cut to
-# a size (torchgrade/bounds.py); every file the grader writes is bounded by the course's size.
+# a size (torchgrade/engine/bounds.py); every file the grader writes is bounded by the course's size.
 import torch
 
 _honest_layer = MyLayer

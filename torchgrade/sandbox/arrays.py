@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from ..forbidden import ARRAYS
+from torchgrade.sandbox.forbidden import ARRAYS
 
 #: Array libraries a sandbox can reach, by their top-level package (numpy's family allocate through it).
 LIBRARIES = frozenset({"numpy", "scipy", "pandas", "dask", "xarray", "numexpr", "numba", "sympy", "mpmath", "jax",

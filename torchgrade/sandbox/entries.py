@@ -15,7 +15,7 @@ Built once per sandbox process (the zygote's warm-up: forked workers share it), 
   only the primitives it calls;
 - bridges: the ways a tensor's data goes to another array library (numpy, DLPack) and comes back.
 
-The recorder reports what it sees under these names; ``torchgrade.forbidden`` decides.
+The recorder reports what it sees under these names; ``torchgrade.sandbox.forbidden`` decides.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from ..forbidden import BRIDGE, PRIVATE
-from .arrays import qualname as code_qualname
+from torchgrade.sandbox.forbidden import BRIDGE, PRIVATE
+from torchgrade.sandbox.arrays import qualname as code_qualname
 
 #: Torch's public namespaces, by the dotted name a student's source would use.
 PUBLIC_NAMESPACES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn", "torch.nn.init", "torch.linalg",

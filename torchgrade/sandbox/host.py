@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..forbidden import TAMPERED
-from . import inbox, isolation, observer
-from .exits import describe_exit
-from .inbox import output_file
-from .isolation import IsolationError, Plan
-from .linetrace import MAX_LINES
+from torchgrade.sandbox.forbidden import TAMPERED
+from torchgrade.sandbox import inbox, isolation, observer
+from torchgrade.sandbox.failures import BadReply, Died, SandboxFailure, Timeout, ZygoteGone
+from torchgrade.sandbox.exits import describe_exit
+from torchgrade.sandbox.inbox import output_file
+from torchgrade.sandbox.isolation import IsolationError, Plan
+from torchgrade.sandbox.linetrace import MAX_LINES
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torchgrade/`
 #: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
@@ -58,31 +59,6 @@ _SIGKILL = getattr(signal, "SIGKILL", 9)  # Windows has no SIGKILL; the portable
 
 __all__ = ["BadReply", "Died", "IsolationError", "Limits", "Sandbox", "SandboxFailure", "Timeout",
            "isolation_level"]
-
-
-class SandboxFailure(Exception):
-    """The student's process did not answer: it timed out, died, or sent something that is not plain data."""
-
-    #: True when the zygote died too: the worker may have been collateral damage, not the culprit.
-    collateral = False
-
-
-class Timeout(SandboxFailure):
-    """No answer within the time limit."""
-
-
-class Died(SandboxFailure):
-    """The worker process ended while running a request."""
-
-
-class BadReply(SandboxFailure):
-    """The worker answered with something the trusted side refuses to decode."""
-
-
-class ZygoteGone(SandboxFailure):
-    """The zygote stopped answering (a request that met this is sent again, once, to a new one)."""
-
-    collateral = True
 
 
 @dataclass(frozen=True)
@@ -343,7 +319,7 @@ def _start(plan: Plan, level_only: bool = False, later: bool = False) -> Any:
     """A zygote that forks workers (Linux), or at level process the portable backend that starts each."""
     if plan.level != "process":
         return Zygote(plan, level_only, later)
-    from . import portable
+    from torchgrade.sandbox import portable
 
     probes = None if level_only else os.environ.get(COURSE_ENV) or None  # a proof of the level loads no course
     try:
@@ -524,7 +500,7 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> dict:
         """Send one request; return the decoded reply or raise a SandboxFailure."""
-        from . import wire  # (imports torch; this module does not, so a zygote can start first: start_early)
+        from torchgrade.sandbox import wire  # (imports torch; this module does not, so a zygote can start first: start_early)
 
         self.served.add(message["target"])
         try:
@@ -538,7 +514,7 @@ class Worker:
 
     def findings(self) -> dict[str, dict[str, str]]:
         """The deferred findings it holds (token → calls); a SandboxFailure if it cannot send them."""
-        from . import wire
+        from torchgrade.sandbox import wire
 
         try:
             self.conn.send_bytes(wire.encode({"findings": True}))
@@ -554,7 +530,7 @@ class Worker:
             raise self._failure(BadReply, str(e)) from None
 
     def _receive(self, timeout: float, importing: bool) -> dict:
-        from . import wire
+        from torchgrade.sandbox import wire
 
         module = f"{self.exercise}.py"
         try:
@@ -811,7 +787,7 @@ class Sandbox:
 
     def close(self, reset: bool = True) -> None:
         """Stop every worker, kill what they left behind (not with `reset` False: another sandbox's workers
-        run beside, torchgrade/grader_errors.py), and remove the submission's folders."""
+        run beside, torchgrade/engine/grader_errors.py), and remove the submission's folders."""
         for exercise in list(self.workers):
             self._retire(exercise)
         if reset and self._zygote is not None and self._zygote.alive():

@@ -34,7 +34,7 @@ import stat
 import sys
 from dataclasses import dataclass
 
-from . import keyrings
+from torchgrade.sandbox import keyrings
 
 KINDS = ("shm", "sem", "msg")
 #: Where Linux lists the System V objects of the reader's IPC namespace.

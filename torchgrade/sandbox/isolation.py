@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import inbox
+from torchgrade.sandbox import inbox
 
 LEVELS = ("bwrap", "unprivileged-user", "process")
 ENV_VAR = "TORCHGRADE_ISOLATION"
@@ -238,3 +238,16 @@ def probe_bwrap(plan: Plan, env: dict[str, str]) -> str | None:
     if done.returncode != 0:
         return (done.stderr.strip() or f"exit status {done.returncode}")[-500:]
     return None
+
+
+def become(user: tuple[int, int]) -> None:
+    """Switch this process to the unprivileged (uid, gid) for good, and check that it cannot switch back."""
+    uid, gid = user
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise RuntimeError("the worker could switch back to root")

@@ -2,7 +2,7 @@
 
 While `torchgrade audit` grades the reference, each request asks the worker to trace the lines of the
 exercise's module (``sys.settrace``: Python 3.10 has no ``sys.monitoring``); only their numbers go back
-to the trusted process, which decides what they mean (torchgrade/coverage.py). Code that runs in other
+to the trusted process, which decides what they mean (torchgrade/authoring/coverage.py). Code that runs in other
 processes (the data-parallel probes' ranks) is not seen here: the request then says so, and its lines
 are not counted as unrun.
 """

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchgrade.base.paths import cache_dir
+
 SOURCE = Path(__file__).with_name("observer.cpp")
 NAME = "_torchgrade_observer"
 #: Set (for tests) to a library path to load instead of the cached build, or to "off" for none.
@@ -57,8 +59,6 @@ class BuildError(Exception):
 def folder() -> Path:
     """Where the build for this torch, Python, platform and source lives."""
     from importlib import metadata
-
-    from ..refcache import cache_dir
 
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]  # (torch's version without importing it)
     key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
@@ -204,7 +204,7 @@ def canary(observer: Any) -> bool:
     """Whether `observer` sees what Findings would: an operator in a window, none outside it, a window whole."""
     import torch
 
-    from .recorder import _BUILTIN, _REAL
+    from torchgrade.sandbox.originals import BUILTIN as _BUILTIN, REAL as _REAL
 
     window, seen = "torchgrade::watch::canary", "torchgrade::seen::canary"
     x = torch.ones(2)

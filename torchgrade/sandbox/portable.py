@@ -45,7 +45,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from . import observer
+from torchgrade.sandbox import observer
 
 #: Frame header: the payload's length, 8 bytes, big-endian.
 _HEADER = struct.Struct("!Q")
@@ -516,13 +516,13 @@ class Spawner:
 
     def open_worker(self, **config: Any) -> tuple[int, Channel]:
         """A worker for one module: (pid, channel); its hello is the first frame on the channel."""
-        from .host import ZygoteGone
+        from torchgrade.sandbox.failures import ZygoteGone
 
         with self._lock:
             if self.dead:
                 raise ZygoteGone("the sandbox has been closed")
             if self._leftovers is None:
-                from .ipc import Leftovers
+                from torchgrade.sandbox.ipc import Leftovers
 
                 self._leftovers = Leftovers()
             if config.get("warm"):
@@ -647,7 +647,7 @@ def _binary(fd: int) -> int:
 def _die_with_parent() -> None:
     """End this process, and all it started, when its parent (the launcher) is gone (no PR_SET_PDEATHSIG
     outside Linux)."""
-    from .zygote import kill_others  # (imported now: nothing of the student's has run yet)
+    from torchgrade.sandbox.zygote import kill_others  # (imported now: nothing of the student's has run yet)
 
     try:
         import psutil
@@ -688,7 +688,7 @@ def _adopt_orphans() -> None:
 
 def isolate(config: dict, environment: dict[str, str]) -> None:
     """What the worker does before student code: its folder, its environment, output cut, limits."""
-    from . import worker
+    from torchgrade.sandbox import worker
     from pathlib import Path
 
     workdir = Path(config["workdir"])
@@ -712,7 +712,7 @@ def isolate(config: dict, environment: dict[str, str]) -> None:
 
 def _limit_cpu(seconds: int) -> None:
     """RLIMIT_CPU from now on: this process already spent seconds importing torch (a forked worker starts at 0)."""
-    from .worker import CPU_LIMITS_PER_WORKER, resource
+    from torchgrade.sandbox.worker import CPU_LIMITS_PER_WORKER, resource
 
     if not seconds or resource is None:
         return
@@ -742,20 +742,20 @@ def main(argv: list[str]) -> None:
     environment = dict(os.environ)
     config = json.loads(argv[1]) if len(argv) > 1 else {}
     if config.get("own_ipc") and hasattr(os, "geteuid") and os.geteuid() == 0:
-        from . import ipc
+        from torchgrade.sandbox import ipc
 
         ipc.own_namespace()  # what the submission makes in shared memory goes with its last process
     _die_with_parent()  # first: importing torch takes seconds, longer on a loaded machine
 
-    from .warmup import prepare
+    from torchgrade.sandbox.warmup import prepare
 
     probes_error = prepare(config.get("probes"), later=not config.get("later"))  # as in the zygote
     if probes_error is not None:
         write_frame(channel_out, json.dumps({"ready": False, "probes_error": probes_error}).encode())
         return
-    from . import worker  # (imported by `prepare`)
+    from torchgrade.sandbox import worker  # (imported by `prepare`)
     _adopt_orphans()
-    from . import observer
+    from torchgrade.sandbox import observer
 
     write_frame(channel_out, json.dumps({"ready": True, "pid": os.getpid(), "watch": observer.name()}).encode())
     try:
@@ -769,7 +769,7 @@ def main(argv: list[str]) -> None:
 
 def _memory_capped() -> bool:
     """Whether RLIMIT_AS holds here (else the host's memory watch stands in for it)."""
-    from .worker import resource
+    from torchgrade.sandbox.worker import resource
 
     if resource is None:
         return False

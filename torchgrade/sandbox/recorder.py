@@ -46,21 +46,16 @@ from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
-from ..forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
-from . import arrays, observer, provenance
-from .entries import CONVERTERS, entries
+from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
+from torchgrade.sandbox import arrays, observer, provenance
+from torchgrade.sandbox.entries import CONVERTERS, entries
+# torch's own operator namespaces, and the profiler's switches as torch made them (originals.py)
+from torchgrade.sandbox.originals import BUILTIN as _BUILTIN, REAL as _REAL
 
-#: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
-_BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler", "torchvision")
 _EVALUATE = "autograd::engine::evaluate_function: "
 #: Autograd nodes of torch's own (derivative formulas) end in a number or are torch::autograd's;
 #: a custom Function's node is its class name plus "Backward".
 _BUILTIN_NODE = re.compile(r"(Backward\d+|^torch::autograd::.*)$")
-#: The profiler's switches, replaced in every module that holds them by ones that refuse while armed.
-_SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_profiler", "_disable_profiler_legacy",
-             "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler", "_clear_callbacks")
-_A = torch._C._autograd
-_REAL = {name: getattr(_A, name) for name in _SWITCHES if hasattr(_A, name)}
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
 #: a call through Python's op dispatch: a window, and each backward or grad the mode sees, is bracketed).
 _Marker = torch._C._profiler._RecordFunctionFast

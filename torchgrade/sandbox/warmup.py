@@ -94,11 +94,11 @@ def prepare(probes: str | None, later: bool = True, observer: str | None = None)
     recorder's (see torchgrade.sandbox.recorder); all inside `importing()`. Returns why the probes did not
     load, if so."""
     with importing():
-        from . import worker  # noqa: F401  (imports torch)
-        from .probes import ProbeLoadError, load_course
-        from .entries import entries
-        from .arrays import watch_numpy_allocator, watch_numpy_arrays, watch_threads
-        from .recorder import guard_kernel_entries, guard_switches
+        from torchgrade.sandbox import worker  # noqa: F401  (imports torch)
+        from torchgrade.sandbox.probes import ProbeLoadError, load_course
+        from torchgrade.sandbox.entries import entries
+        from torchgrade.sandbox.arrays import watch_numpy_allocator, watch_numpy_arrays, watch_threads
+        from torchgrade.sandbox.recorder import guard_kernel_entries, guard_switches
 
         try:
             load_course(probes)
@@ -108,7 +108,7 @@ def prepare(probes: str | None, later: bool = True, observer: str | None = None)
         if not later:
             seed_as_dynamo_will()
         entries()  # torch's entry points named once, for every worker forked from here
-        from . import observer as compiled
+        from torchgrade.sandbox import observer as compiled
 
         compiled.load(observer)
         guard_switches()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import msgpack
 import torch
 
-from .standin import StandIn, suspended
+from torchgrade.sandbox.standin import StandIn, suspended
 
 #: The largest frame either side accepts (a reply bigger than this is refused, not buffered).
 MAX_FRAME_BYTES = 256 * 1024 * 1024

@@ -27,12 +27,12 @@ try:
 except ImportError:  # Windows: no rlimits; the portable backend's host enforces what it can
     resource = None
 
-from . import wire
-from .inbox import output_file
-from . import provenance, standin
-from .probes import _HARNESS_DIRS, Target, run_probe
-from .linetrace import LineTrace
-from .recorder import CallRecorder, DispatchWatch
+from torchgrade.sandbox import wire
+from torchgrade.sandbox.inbox import output_file
+from torchgrade.sandbox import provenance, standin
+from torchgrade.sandbox.probes import _HARNESS_DIRS, Target, run_probe
+from torchgrade.sandbox.linetrace import LineTrace
+from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
 
 #: A worker's CPU time in all (its hard limit) is this many times the limit of one request.
 CPU_LIMITS_PER_WORKER = 50
@@ -124,7 +124,7 @@ class Session:
     def _set_up(self, stack: contextlib.ExitStack, request: dict) -> bytes | None:
         """Arm the call watch (torch's profiler, only where calls are forbidden: it doubles a request's cost),
         then the CUDA stand-in where asked; a failure there, before any student code of this request runs, is
-        answered as the grader's (torchgrade/grader_errors.py, which checks that claim without this process)."""
+        answered as the grader's (torchgrade/engine/grader_errors.py, which checks that claim without this process)."""
         watched = request.get("dispatch", True)
         if not watched:
             self.dispatch.settle()  # (a kept profiler session is not left open under code it does not watch)
@@ -315,7 +315,7 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
     os.setsid()  # own process group: the zygote stops and kills the worker and all it started in one go
     _close_inherited_fds({0, 1, 2, keep_fd})
     if user is not None:
-        from .zygote import become
+        from torchgrade.sandbox.isolation import become
 
         become(user)
         _prctl(PR_SET_DUMPABLE, 1)  # its own /proc/self again (a switch of user hands that to root)
@@ -335,7 +335,7 @@ def isolate(config: dict, user: tuple[int, int] | None, keep_fd: int, environmen
     tempfile.tempdir = None  # computed again from TMPDIR: temporary files stay in the working folder
     hand_limits = None
     if ranks_from_a_server(config):  # its data-parallel ranks' fork server, forked now (before CUDA)
-        from .probes.parallel import fork_rank_server
+        from torchgrade.sandbox.probes.parallel import fork_rank_server
 
         hand_limits = fork_rank_server()
     start_cuda(config)
@@ -351,7 +351,7 @@ def ranks_from_a_server(config: dict) -> bool:
     imports torch again when the first rank is asked for."""
     if not config.get("ranks"):
         return False
-    from .probes.parallel import start_method
+    from torchgrade.sandbox.probes.parallel import start_method
 
     return bool(config.get("cuda")) or start_method("cpu") == "forkserver"
 

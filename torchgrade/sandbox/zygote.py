@@ -41,6 +41,7 @@ import socket
 import sys
 
 from torchgrade.sandbox import ipc, keyrings
+from torchgrade.sandbox.isolation import become
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -181,19 +182,6 @@ def check_user(user: tuple[int, int] | None) -> str:
         why = f.read().decode(errors="replace")
     os.waitpid(pid, 0)
     return why
-
-
-def become(user: tuple[int, int]) -> None:
-    """Switch this process to the unprivileged (uid, gid) for good, and check that it cannot switch back."""
-    uid, gid = user
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    try:
-        os.setuid(0)
-    except PermissionError:
-        return
-    raise RuntimeError("the worker could switch back to root")
 
 
 def serve(control: socket.socket, config: dict, environment: dict[str, str]) -> None:

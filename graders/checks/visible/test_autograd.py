@@ -8,15 +8,15 @@ the caller's tensors after the call; the others compare only the result.
 import pytest
 import torch
 
-from torchgrade.differential import CheckFailed
-from torchgrade.i18n import language, t
+from torchgrade.engine.differential import CheckFailed
+from torchgrade.engine.i18n import language, t
 
 
 def explain(check, *args, hints=(), note=None, **kwargs):
     """``check(...)``; a failure that names a fact listed in `hints` ends with that fact's hint.
 
     `hints` is a sequence of ``(marker, {"en": ..., "zh": ...})``. The first marker found in the
-    message wins and its hint replaces the target's hint for the kind of failure (torchgrade/hints.py);
+    message wins and its hint replaces the target's hint for the kind of failure (torchgrade/engine/hints.py);
     the marker "" gives the hint for a failure that neither names a listed fact nor has a hint.
     `note` (``{"en": ..., "zh": ...}``) adds what the call line cannot show, such as a forward input.
     """

@@ -6,7 +6,7 @@ import contextlib
 import pytest
 import torch
 
-from torchgrade.differential import CheckFailed
+from torchgrade.engine.differential import CheckFailed
 
 
 @contextlib.contextmanager

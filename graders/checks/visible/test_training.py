@@ -10,7 +10,7 @@ import contextlib
 import pytest
 import torch
 
-from torchgrade.differential import CheckFailed
+from torchgrade.engine.differential import CheckFailed
 
 
 @contextlib.contextmanager

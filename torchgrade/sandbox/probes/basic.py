@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from . import ProbeError, Raised, Target, probe, raised, tensor
+from torchgrade.sandbox.probes.core import ProbeError, Raised, Target, probe, raised, tensor
 
 
 def grad_seed(out: torch.Tensor, seed: int) -> torch.Tensor:

@@ -41,11 +41,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import wire
-from ..exits import describe_exit
-from .. import linetrace
-from ..isolation import gpu_device_nodes
-from . import ProbeError, Raised, Target, describe, probe, raised
+from torchgrade.sandbox import wire
+from torchgrade.sandbox.exits import describe_exit
+from torchgrade.sandbox import linetrace
+from torchgrade.sandbox.isolation import gpu_device_nodes
+from torchgrade.sandbox.probes.core import ProbeError, Raised, Target, describe, probe, raised
 
 #: Why the CUDA stand-in does not grade the data-parallel checks (torchgrade/sandbox/standin.py).
 RANKS_ELSEWHERE = "the data-parallel ranks run in processes of their own, where the CUDA stand-in does not reach"
@@ -316,7 +316,7 @@ def _target(group: _Group, job: _Job) -> Target:
     obj = _find(group, job)
     if not job.record:
         return Target(obj, job.name)
-    from ..worker import CallRecorder
+    from torchgrade.sandbox.recorder import CallRecorder
 
     code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__init__", None), "__code__", None)
     file = job.locator[1] if job.locator else (code.co_filename if code is not None else "")

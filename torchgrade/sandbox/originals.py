@@ -1,0 +1,17 @@
+"""What the watch takes from torch before any student code runs: the profiler's switches as torch made them.
+
+The recorder replaces every module attribute that holds a switch by one that refuses while a window is
+armed (recorder.guard_switches); it and the compiled observer's canary call the originals kept here.
+This module is imported by the recorder, in every sandbox process before any student code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: Operator namespaces whose operators are torch's own: what runs inside one is its implementation.
+BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler", "torchvision")
+#: The profiler's switches, replaced in every module that holds them by ones that refuse while armed.
+SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_profiler", "_disable_profiler_legacy",
+            "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler", "_clear_callbacks")
+REAL = {name: getattr(torch._C._autograd, name) for name in SWITCHES if hasattr(torch._C._autograd, name)}
