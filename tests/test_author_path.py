@@ -81,7 +81,7 @@ def test_scales_through_a_probe_named_at_run_time(check):
     check(torch.arange(3.0), probe="module_" + kind)
 '''
 PROBES = '''\
-from torchgrade.engine.probes import probe, tensor
+from torchgrade.probes import probe, tensor
 
 
 @probe

@@ -12,8 +12,7 @@ import pytest
 
 from torchgrade.authoring.bundle import build_bundle
 from torchgrade.engine.config import load_assignment
-from torchgrade.engine.notebooks import generate_notebooks
-
+from torchgrade.authoring.notebooks import generate_notebooks
 from conftest import ROOT
 
 SECRET_FOLDERS = (ROOT / "reference", ROOT / "graders" / "checks" / "hidden")

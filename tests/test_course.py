@@ -13,7 +13,7 @@ from torchgrade.engine.config import ConfigError, find_assignment, load_assignme
 from torchgrade.engine.course import CourseError, check_course, validate_course
 from torchgrade.engine.grading import grade_submission
 from torchgrade.engine.i18n import set_language
-from torchgrade.engine.probes import reference_page
+from torchgrade.probes import reference_page
 from torchgrade.authoring.scaffold import init_course
 
 from conftest import ROOT, lost_targets

@@ -134,7 +134,7 @@ def test_a_broken_watch_is_the_graders_error_in_check_grade_and_the_autograder(b
     assert {r["submission"] for r in csv.DictReader((out / "grades.csv").open())} >= {"alice", "bob"}
 
     # the Gradescope autograder: fails closed, every target 0 with the reason, valid for Gradescope
-    from torchgrade.outputs import gradescope
+    from torchgrade.classroom import autograder as gradescope
     from torchgrade.engine.config import load_assignment
 
     results = tmp_path / "results" / "results.json"

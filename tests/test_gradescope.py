@@ -17,8 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.cli import main
-from torchgrade.outputs.gradescope import find_submission
-
+from torchgrade.classroom.autograder import find_submission
 ROOT = Path(__file__).resolve().parent.parent
 GRADESCOPE = json.loads((Path(__file__).with_name("gradescope_results.schema.json")).read_text())
 FORGE = Path(__file__).with_name("hostile") / "gradescope_forge.py"
@@ -301,7 +300,7 @@ def test_a_course_that_opts_into_process_is_graded_there_and_says_so(tiny_autogr
 def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_path, monkeypatch):
     from tiny_course import make_course
 
-    from torchgrade.outputs import gradescope
+    from torchgrade.classroom import autograder as gradescope
     from torchgrade.engine.config import load_assignment
 
     assignment = load_assignment(make_course(tmp_path))
@@ -325,7 +324,7 @@ def test_what_stays_when_grading_is_stopped_is_a_score_of_zero_that_says_so(tmp_
 _PROOF_TEST = """
 import os, sys
 from pathlib import Path
-from torchgrade.outputs.gradescope import prove_confined
+from torchgrade.classroom.autograder import prove_confined
 folder = Path(sys.argv[1])
 secret, kept = folder / "metadata.json", folder / "results"
 user = (0x70000000 + os.getpid(), 0x70000000 + os.getpid())

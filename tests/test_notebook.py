@@ -11,6 +11,8 @@ import pytest
 from click.testing import CliRunner
 from nbformat import v4
 
+from torchgrade import notebook as kernel
+from torchgrade.authoring import notebooks as authoring_notebooks
 from torchgrade.engine import notebooks as notebook
 from torchgrade.cli import main
 from torchgrade.engine.config import ConfigError, load_assignment
@@ -221,14 +223,14 @@ def test_a_course_whose_exercises_live_in_one_notebook_grades_it_for_each(tmp_pa
 # --- authoring ---
 
 def test_a_student_notebook_holds_the_module_and_a_check_per_target():
-    node = notebook.module_notebook(STUB, "tensors", ["broadcast_shape", "one_hot"], "Tensors")
+    node = authoring_notebooks.module_notebook(STUB, "tensors", ["broadcast_shape", "one_hot"], "Tensors")
     code = [c.source for c in node.cells if c.cell_type == "code"]
     assert "%torchgrade check tensors.broadcast_shape" in code and "%torchgrade check tensors.one_hot" in code
     assert any(c.cell_type == "markdown" and c.source.startswith("## `one_hot`") for c in node.cells)
     namespace: dict = {}
     exec(compile(convert(node, "tensors.ipynb").source, "tensors.py", "exec"), namespace)
     assert callable(namespace["one_hot"]) and callable(namespace["view"])  # every name of the stub is there
-    again = notebook.module_notebook(STUB, "tensors", ["broadcast_shape", "one_hot"], "Tensors")
+    again = authoring_notebooks.module_notebook(STUB, "tensors", ["broadcast_shape", "one_hot"], "Tensors")
     assert notebook.notebook_text(node) == notebook.notebook_text(again)  # the same bytes each time
 
 
@@ -251,7 +253,7 @@ def test_init_notebook_starts_a_course_whose_notebook_scores_zero_and_whose_refe
     stub = tmp_path / "course" / "notebooks" / "activations.ipynb"
     assert stub.is_file()
     course = load_assignment(tmp_path / "course" / "assignment.yaml")
-    notebook.generate_notebooks(course, tmp_path / "solved", from_reference=True)
+    authoring_notebooks.generate_notebooks(course, tmp_path / "solved", from_reference=True)
     from torchgrade.engine.grading import grade_submission
 
     for folder, score in ((stub.parent, 0.0), (tmp_path / "solved", course.max_score)):
@@ -290,7 +292,7 @@ def test_check_path_says_why_a_notebook_is_not_graded_and_watch_sends_notebooks_
 # --- the in-notebook check's display and magic ---
 
 def test_the_inline_summary_escapes_what_the_student_controls_and_falls_back_to_text():
-    verdicts = notebook.Verdicts(rows=[{"name": "tensors.view: <b>x</b>", "status": "failed", "score": 0, "max_score": 2,
+    verdicts = kernel.Verdicts(rows=[{"name": "tensors.view: <b>x</b>", "status": "failed", "score": 0, "max_score": 2,
                                         "output": "<script>alert(1)</script>", "extra_data": {"outcome": "failed"}}],
                                  text="✗ tensors.py  0 / 2", status=1, score=0, max_score=2)
     page = verdicts._repr_html_()
@@ -305,7 +307,7 @@ def test_the_magic_takes_check_targets_and_options_and_refuses_anything_else(mon
             self.magic = (function, kind, name)
 
     calls = []
-    monkeypatch.setattr(notebook, "check", lambda *targets, **options: calls.append((targets, options)))
+    monkeypatch.setattr(kernel, "check", lambda *targets, **options: calls.append((targets, options)))
     shell = Shell()
     import torchgrade
 
@@ -321,4 +323,4 @@ def test_the_magic_takes_check_targets_and_options_and_refuses_anything_else(mon
 def test_the_check_outside_a_kernel_says_where_it_runs(monkeypatch):
     pytest.importorskip("IPython")
     with pytest.raises(RuntimeError, match="inside Jupyter or Colab"):
-        notebook.check("tensors")
+        kernel.check("tensors")

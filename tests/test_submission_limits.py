@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from torchgrade.outputs import gradescope
+from torchgrade.classroom import autograder as gradescope
 from torchgrade.engine.config import ConfigError, load_assignment
 from torchgrade.engine.submission_limits import Limit, LimitError, decide, parse, read_metadata
 

@@ -15,9 +15,36 @@ contracts are in pyproject.toml, the picture in docs/how-it-works.md):
 ``torchgrade.probes`` and ``torchgrade.plugin`` are the names courses use; they re-export the engine's.
 """
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+from torchgrade.base.moved import MOVED
 from torchgrade.base.version import __version__
 
 __all__ = ["__version__", "load_ipython_extension"]
+
+
+class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import torchgrade.differential` (a name from before the wings) gives `torchgrade.engine.differential`
+    itself: one module object under both names (torchgrade/base/moved.py)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("torchgrade.") and name[len("torchgrade."):] in MOVED:
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("torchgrade." + MOVED[spec.name[len("torchgrade."):]])
+
+    def exec_module(self, module) -> None:
+        pass  # (the module ran under its own name)
+
+
+if not any(isinstance(finder, _OldNames) for finder in sys.meta_path):
+    # first: an old name inside a moved package (torchgrade.executors.local) must not load a second copy
+    sys.meta_path.insert(0, _OldNames())
 
 
 def load_ipython_extension(shell) -> None:

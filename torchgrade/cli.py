@@ -641,8 +641,7 @@ def stubs(check_only: bool, assignment_path: str | None, notebook_out: str | Non
 def _stub_notebooks(assignment, out: Path, check_only: bool) -> None:
     """`stubs --notebook`: the student notebooks from the reference's stubs (torchgrade/engine/notebooks.py)."""
     from torchgrade.authoring.stubs import MarkerError
-    from torchgrade.engine.notebooks import generate_notebooks
-
+    from torchgrade.authoring.notebooks import generate_notebooks
     try:
         changed = generate_notebooks(assignment, out, write=not check_only)
     except (MarkerError, SyntaxError) as e:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from torchgrade.engine.probes import ProbeError, Target, probe, tensor, grad_seed
+from torchgrade.probes import ProbeError, Target, probe, tensor, grad_seed
 
 
 def _fixed_matrix(rows: int, like: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from torchgrade.engine.probes import ProbeError, Target, probe
+from torchgrade.probes import ProbeError, Target, probe
 from torchgrade.sandbox.probes.basic import module_forward, module_sgd
 
 

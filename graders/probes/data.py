@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from torchgrade.engine.probes import ProbeError, Raised, Target, probe, raised
+from torchgrade.probes import ProbeError, Raised, Target, probe, raised
 
 
 def _received(x: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from torchgrade.engine.probes import ProbeError, Target, clip, probe
+from torchgrade.probes import ProbeError, Target, clip, probe
 
 Batch = namedtuple("Batch", ["x", "y"])
 Sample = namedtuple("Sample", ["features", "label", "extra"])

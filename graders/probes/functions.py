@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from torchgrade.engine.probes import ProbeError, Raised, Target, probe, raised, tensor, grad_seed
+from torchgrade.probes import ProbeError, Raised, Target, probe, raised, tensor, grad_seed
 
 
 def _apply(target: Target) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from torchgrade.engine.probes import ProbeError, Raised, Target, probe, raised, tensor, grad_seed
+from torchgrade.probes import ProbeError, Raised, Target, probe, raised, tensor, grad_seed
 
 
 def _build(target: Target, args: tuple, kwargs: dict) -> nn.Module:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any
 
-from torchgrade.engine.probes import Target, probe
+from torchgrade.probes import Target, probe
 
 #: The named tuple a check's batch is rebuilt as, on both sides of the boundary.
 Batch = namedtuple("Batch", ["inputs", "labels"])

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from torchgrade.engine.probes import ProbeError, Target, clip, probe
+from torchgrade.probes import ProbeError, Target, clip, probe
 
 #: Model architectures a check may name; each is built from the shapes of the state it is sent.
 MODELS: dict[str, Callable[[dict], nn.Module]] = {

@@ -294,8 +294,7 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
     try:
         _write_stubs(assignment, stage)
         if notebooks:
-            from torchgrade.engine.notebooks import generate_notebooks
-
+            from torchgrade.authoring.notebooks import generate_notebooks
             generate_notebooks(assignment, stage / "notebooks")
         _copy_engine(stage)
         checks = _copy_visible_checks(assignment, stage, exercises)

@@ -154,7 +154,6 @@ def init_course(folder: Path, title: str = "My course", notebooks: bool = False)
     written += generate_stubs(folder / "reference", folder / "exercises")
     if notebooks:
         from torchgrade.engine.config import load_assignment
-        from torchgrade.engine.notebooks import generate_notebooks
-
+        from torchgrade.authoring.notebooks import generate_notebooks
         written += generate_notebooks(load_assignment(folder / "assignment.yaml"), folder / "notebooks")
     return written
