@@ -145,7 +145,7 @@ def test_a_class_graded_in_parallel_on_the_stand_in_gives_correct_work_full_mark
 @pytest.mark.parametrize("first", [False, True], ids=["whole", "exitfirst"])
 def test_check_where_no_sandbox_starts_says_so_in_one_line_after_collecting(tmp_path, small_assignment, monkeypatch,
                                                                               first):
-    # check collects its checks while the sandbox starts (torchgrade/cli.py): a sandbox that cannot start
+    # check collects its checks while the sandbox starts (torchgrade/cli/student.py): a sandbox that cannot start
     # is still one line and exit status 2, not an error per check
     from torchgrade.sandbox import host, isolation
 

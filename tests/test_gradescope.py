@@ -133,7 +133,7 @@ def test_the_zip_has_gradescopes_two_scripts_at_its_root_and_the_course_beside_t
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         setup = z.read("setup.sh").decode()
         run = z.read("run_autograder").decode()
-    assert {"setup.sh", "run_autograder", "engine/pyproject.toml", "engine/torchgrade/cli.py",
+    assert {"setup.sh", "run_autograder", "engine/pyproject.toml", "engine/torchgrade/cli/__init__.py",
             "course/assignment.yaml"} <= names
     assert all(modes[s] & stat.S_IXUSR for s in ("setup.sh", "run_autograder"))
     with zipfile.ZipFile(autograder) as z:

@@ -3,7 +3,7 @@
 The package is built in wings, each importing only those beneath it (`lint-imports` checks it; the
 contracts are in pyproject.toml, the picture in docs/how-it-works.md):
 
-- ``cli.py``, ``notebook.py``  the command line and the in-notebook check, on top;
+- ``cli/``, ``notebook.py``  the command line and the in-notebook check, on top;
 - ``authoring/``  init, stubs, student notebooks, bundle, audit, mutants, verification;
 - ``classroom/``  class grading: folders, batches, shards, executors, ledger, decisions, similarity,
   the Gradescope autograder's run;

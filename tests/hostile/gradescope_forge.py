@@ -39,7 +39,7 @@ def _attack():
 
     engine = _os.path.dirname(torchgrade.__file__)
     for path in [_os.path.join(source, "run_autograder"), _os.path.join(source, "setup.sh"),
-                 _os.path.join(engine, "cli.py"), _os.path.join(engine, "classroom", "autograder.py"),
+                 _os.path.join(engine, "cli", "classroom.py"), _os.path.join(engine, "classroom", "autograder.py"),
                  _os.path.join(engine, "outputs", "gradescope.py")]:
         try:
             open(path, "a").close()  # enough to prove it could be rewritten

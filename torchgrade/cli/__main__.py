@@ -1,0 +1,5 @@
+"""`python -m torchgrade.cli check` works without installing the package (the in-notebook check runs it so)."""
+
+from torchgrade.cli import main
+
+main()
