@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.engine import differential, refcache
-from torchgrade.classroom import ledger
+from torchgrade.engine import fingerprint
 from torchgrade.cli import main
 from torchgrade.engine.config import load_assignment
 
@@ -95,7 +95,7 @@ def test_the_key_changes_with_everything_an_outcome_depends_on(course, tmp_path,
 
         monkeypatch.setattr(torch, "__version__", torch.__version__ + ".other")
     elif change == "torchgrade":
-        monkeypatch.setattr(ledger, "__version__", "0.0.0-other")
+        monkeypatch.setattr(fingerprint, "__version__", "0.0.0-other")
     elif change == "hardware":
         monkeypatch.setattr(refcache, "_hardware", lambda: "another machine")
     else:

@@ -30,7 +30,6 @@ from torchgrade.base.printable import shown
 from torchgrade.outputs.report import write_report
 from torchgrade.engine.results import INSTRUCTOR_FOLDER, write_atomic, write_results
 from torchgrade.engine.scoring import CheckResult, Grade, assign_points
-from torchgrade.engine.session import forget, shared
 from torchgrade.classroom.submissions import Submission, SubmissionUnreadable, content_hash, staged
 
 #: What a grade's rows say when the grader itself failed on a submission (not the student's fault).
@@ -63,6 +62,8 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
     this one submission (the next one gets a fresh session). GradingError (the checks cannot run at
     all) is raised.
     """
+    from torchgrade.engine.session import forget, shared  # (imports torch: not for the parent of a pool)
+
     names = module_names(assignment)
     with _lock:
         try:
@@ -95,6 +96,7 @@ def share_reference(recording: Path, assignment: Assignment, device: str, only: 
     import fcntl
 
     from torchgrade.engine.differential import adopt_reference_outcomes, recording as recording_outcomes
+    from torchgrade.engine.session import shared
     from torchgrade.sandbox import wire
 
     with open(recording.with_suffix(".lock"), "w") as lock:
