@@ -92,7 +92,7 @@ class AuditJob:
 
     def __call__(self, submission):
         from torchgrade.classroom import batch
-        from torchgrade.engine import plugin
+        from torchgrade.engine import plugin, session as session_module
         from torchgrade.engine.scoring import Grade
 
         qualname, _, ident = submission.name.partition("@")
@@ -101,7 +101,7 @@ class AuditJob:
         with batch._lock:
             if self.recording_dir:
                 batch.share_reference(Path(self.recording_dir) / f"{qualname}.rec", assignment, self.device, only)
-            session = batch._session(assignment, self.device, only)
+            session = session_module.shared(assignment, self.device, only)
             session.open()
             limit = dict(self.limits).get(qualname)
             state = session._config.stash[plugin._state_key]
@@ -134,7 +134,7 @@ class AuditJob:
             except GradingError:
                 raise
             except Exception as e:  # the grader, not the mutant (which runs in the sandbox): stop, saying so
-                batch._sessions.pop((str(assignment.path), self.device, only), None)
+                session_module.forget(assignment, self.device, only)
                 raise GradingError(f"grading {submission.name} failed: {type(e).__name__}: {e}") from None
 
 

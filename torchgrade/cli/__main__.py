@@ -2,4 +2,5 @@
 
 from torchgrade.cli import main
 
-main()
+if __name__ == "__main__":  # (imported by anything else, e.g. a walk of the package's modules, it runs nothing)
+    main()
