@@ -17,6 +17,13 @@ from torchgrade.engine.scoring import Grade
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items):
+    """Tests marked `heavy` (a minute or more: a fresh environment, four grading paths, a simulated OS) run
+    first: xdist's workers then share the many short tests at the end, instead of one worker finishing a
+    heavy test alone while the other has nothing left (docs/performance.md, the suite)."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # (stable: the order otherwise kept)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_reference_cache(tmp_path_factory):
     """`torchgrade check` keeps the reference's outcomes between runs (torchgrade/engine/refcache.py): the

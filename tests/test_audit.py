@@ -390,6 +390,7 @@ def test_the_course_made_by_init_audits_clean(tmp_path):
     assert relu["visible_checks_no_mutant_fails"] == relu["visible_checks_adding_nothing"] == []
 
 
+@pytest.mark.heavy
 def test_a_pool_of_workers_gives_the_verdicts_one_process_gives(tmp_path):
     course = make_course(tmp_path)
     one = audited("--assignment", course)

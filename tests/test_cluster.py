@@ -79,6 +79,7 @@ def _hidden(folder):
             f'mount -t tmpfs none "{folder}" && exec "$0" "$@"']
 
 
+@pytest.mark.heavy
 @needs_dask
 def test_dask_workers_without_the_course_grade_a_class_as_the_local_pool_does(tmp_path):
     """A real `dask scheduler` and two `dask worker`s started in empty folders, with the course folder

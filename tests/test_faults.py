@@ -23,7 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from torchgrade.classroom import batch
-from torchgrade.cli import PROCESS_WARNING, main
+from torchgrade.cli import main
+from torchgrade.cli.classroom import PROCESS_WARNING
 from torchgrade.engine.config import load_assignment
 from torchgrade.classroom.ledger import Ledger, Record, parse_record
 from torchgrade.sandbox import isolation

@@ -165,6 +165,7 @@ def test_the_zip_has_gradescopes_two_scripts_at_its_root_and_the_course_beside_t
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)  # parses
 
 
+@pytest.mark.heavy
 def test_the_autograder_grades_the_reference_to_full_marks_in_a_simulated_autograder(autograder, unpacked):
     root = unpacked(autograder)
     # Gradescope's submission folder: the reference, wrapped in a folder as a student's zip would be, and

@@ -110,10 +110,11 @@ def hostile_submission(attack: Attack, arena: Arena, folder: Path) -> Path:
     return folder
 
 
-def grade_at(level: str, attack: Attack, arena: Arena, assignment, tmp_path: Path, monkeypatch):
+def grade_at(level: str, attack: Attack, arena: Arena, assignment, tmp_path: Path, monkeypatch,
+             only: tuple[str, ...] | None = None):
     monkeypatch.setenv(isolation.ENV_VAR, level)
     folder = hostile_submission(attack, arena, tmp_path / attack.name)
-    return grade_submission(folder, assignment, device="cpu", only=attack.only)
+    return grade_submission(folder, assignment, device="cpu", only=attack.only if only is None else only)
 
 
 def split(grade, attack: Attack) -> tuple[dict, dict]:
@@ -227,6 +228,21 @@ EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backwar
                "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks")
 
 
+#: Attacks whose point is another module (what one module leaves behind): graded with every untouched target.
+ACROSS_MODULES = ("fork_bomb_spills",)
+
+
+def beside_its_own_module(attack: Attack) -> tuple[str, ...]:
+    """The attacked targets and the untouched ones of the attacked module (else one untouched target): at a
+    level other than the best, each more module is one more worker, a Python and torch at level `process`.
+    What an attack costs other modules is graded at the best level (the test above), and at every level for
+    the attacks whose point it is (ACROSS_MODULES)."""
+    if attack.name in ACROSS_MODULES:
+        return attack.only
+    own = tuple(t for t in attack.untouched if t.split(".")[0] == attack.module and t not in attack.attacked)
+    return attack.attacked + (own or attack.untouched[:1])
+
+
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.name in EVERY_LEVEL], ids=lambda a: a.name)
 def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attack, level, fast, best_level, arena,
@@ -235,7 +251,7 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
         pytest.skip("graded at this level by the test above")
     if level not in available_levels():
         pytest.skip(f"this machine has no isolation {level}")
-    g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch)
+    g = grade_at(level, attack, arena, fast, tmp_path, monkeypatch, only=beside_its_own_module(attack))
     hit, others = split(g, attack)
     assert g.isolation == level
     compiled = os.environ.get(observer.ENV_VAR) != "off" and level != "process"  # (none at process: observer.py)
@@ -281,6 +297,7 @@ CLASS = ("exit_at_import", "import_hang", "kill_parent", "kill_everything", "for
 FOLDER = {"html_injection": "<img src=x onerror=alert(1)>"}
 
 
+@pytest.mark.heavy
 def test_a_class_of_hostile_submissions_is_graded_to_the_end(best_level, arena, tmp_path):
     """`torchgrade grade` over a class: every submission gets its results, the honest one full marks, each
     attack zero where it attacks; the grader's own secret (in its environment) stays out of reach."""
@@ -417,6 +434,7 @@ def test_what_a_submission_leaves_in_a_kernel_keyring_is_gone_before_the_next(le
     assert mine.remove() == 0  # nothing of the attack's is left in the grader's own keyrings either
 
 
+@pytest.mark.heavy
 def test_without_the_keyring_defence_a_key_carries_a_message_to_the_next_submission(fast, arena, tmp_path,
                                                                                    monkeypatch):
     """The attack is real: at level process, with the keys a submission added left in place, the second

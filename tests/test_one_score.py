@@ -29,6 +29,8 @@ from test_gradescope import run_autograder, unpacked  # noqa: F401  (a fixture)
 from torchgrade.sandbox import isolation
 from torchgrade.sandbox.host import isolation_level
 
+pytestmark = pytest.mark.heavy  # (a minute or more: run first, tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fairness"
 MISTAKES = sorted(p for p in CORPUS.glob("*/*.py") if "# on cuda: loses" in p.read_text().split("\n", 2)[1])
