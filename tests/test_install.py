@@ -65,10 +65,8 @@ def fresh(tmp_path_factory) -> dict:
             wheel = next((where / "dist").glob("torchgrade-*.whl"))
             venv.create(where / "venv", with_pip=True, clear=True)
             bin_dir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
-            # no extras: what `pip install torchgrade` gives a user (--no-compile: no bytecode written ahead for
-            # torch's thousands of files; Python writes what it imports, as it would without pip's)
-            installed = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-compile", "-c",
-                              str(ROOT / "constraints.txt"), str(wheel)])
+            installed = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"),
+                              str(wheel)])  # no extras: what `pip install torchgrade` gives a user
             assert installed.returncode == 0, installed.stderr[-3000:]
             done.write_text(json.dumps({"wheel": str(wheel), "bin": str(bin_dir)}))
         return json.loads(done.read_text())
@@ -180,7 +178,7 @@ def student(fresh, tmp_path_factory) -> dict:
             bin_dir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
             python = str(bin_dir / "python")
             constraints = ["-c", str(ROOT / "constraints.txt")]  # the local CPU torch, never a CUDA download
-            torch = _run([python, "-m", "pip", "install", "-q", "--no-compile", *constraints, "torch"])  # the student's own
+            torch = _run([python, "-m", "pip", "install", "-q", *constraints, "torch"])  # the student's own torch
             assert torch.returncode == 0, torch.stderr[-3000:]
             bundle = where / "dist" / "student"
             readme = (bundle / "README.md").read_text(encoding="utf-8")
