@@ -152,6 +152,7 @@ def test_each_name_from_before_the_wings_is_the_module_it_became(old):
     moved = importlib.import_module(f"torchgrade.{old}")
     assert moved is importlib.import_module(f"torchgrade.{MOVED[old]}")
     assert sys.modules[f"torchgrade.{old}"] is moved
+    assert moved.__name__ == moved.__spec__.name == f"torchgrade.{MOVED[old]}"  # its own name and spec kept
 
 
 def test_the_names_courses_use_import_from_a_fresh_python():

@@ -13,6 +13,8 @@ contracts are in pyproject.toml, the picture in docs/how-it-works.md):
 - ``base/``       what every wing may use: the version, the cache folder, names fit to print.
 
 ``torchgrade.probes`` and ``torchgrade.plugin`` are the names courses use; they re-export the engine's.
+A module name from before the wings (``torchgrade.differential``) is the module it became
+(``torchgrade/base/moved.py``), through the finder below.
 """
 
 import importlib
@@ -35,11 +37,17 @@ class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.util.spec_from_loader(name, self)
         return None
 
+    def __init__(self) -> None:
+        self._specs: dict[str, object] = {}
+
     def create_module(self, spec):
-        return importlib.import_module("torchgrade." + MOVED[spec.name[len("torchgrade."):]])
+        module = importlib.import_module("torchgrade." + MOVED[spec.name[len("torchgrade."):]])
+        self._specs[spec.name] = module.__spec__  # (the import system sets the alias's spec on it next)
+        return module
 
     def exec_module(self, module) -> None:
-        pass  # (the module ran under its own name)
+        # the module ran under its own name; it keeps its own spec (reload, importlib.resources read it)
+        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
 
 
 if not any(isinstance(finder, _OldNames) for finder in sys.meta_path):
