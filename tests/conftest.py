@@ -17,6 +17,14 @@ from torchgrade.engine.scoring import Grade
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    """`-n N` with xdist's default scheduling: worksteal instead (a worker that runs out of tests takes the
+    other's last ones), so that the workers finish together. An explicit --dist is kept."""
+    if getattr(config.option, "dist", "no") == "load" and not any(
+            arg.startswith("--dist") for arg in config.invocation_params.args):
+        config.option.dist = "worksteal"
+
+
 def pytest_collection_modifyitems(items):
     """Tests marked `heavy` (a minute or more: a fresh environment, four grading paths, a simulated OS) run
     first: xdist's workers then share the many short tests at the end, instead of one worker finishing a
