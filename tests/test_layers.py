@@ -29,48 +29,13 @@ def _graph():
 
 
 def _circles(graph) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    counter = 0
-    for start in sorted(graph.modules):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-    return found
+    """Strongly connected components of more than one module (networkx, which torch requires)."""
+    import networkx
+
+    edges = networkx.DiGraph((module, imported) for module in graph.modules
+                             for imported in graph.find_modules_directly_imported_by(module))
+    return sorted(sorted(component) for component in networkx.strongly_connected_components(edges)
+                  if len(component) > 1)
 
 
 def test_no_module_of_torchgrade_is_in_an_import_circle_imports_inside_functions_included():

@@ -4,5 +4,4 @@ The plugin is torchgrade/engine/plugin.py (torchgrade's checks.ini names it ther
 re-exports its hooks and its ``check`` fixture.
 """
 
-from torchgrade.engine.plugin import *  # noqa: F401,F403  (pytest finds hooks and fixtures by name)
-from torchgrade.engine.plugin import check  # noqa: F401
+from torchgrade.engine.plugin import *  # noqa: F401,F403  (pytest finds hooks and the `check` fixture by name)

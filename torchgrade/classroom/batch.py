@@ -243,9 +243,8 @@ def report_link(name: str) -> str:
 
 def write_class_pages(grades: list[Grade], assignment: Assignment, out: Path) -> None:
     """DIR/index.html (class overview), DIR/grades.csv (gradebook) and DIR/junit.xml (for CI)."""
-    from torchgrade.outputs.overview import render_index
-
     from torchgrade.classroom.similarity import PAGE
+    from torchgrade.outputs.overview import render_index
 
     grades = sorted(grades, key=lambda g: g.submission)
     links = {g.submission: report_link(g.submission) for g in grades}

@@ -175,9 +175,13 @@ class CheckSession:
 _sessions: dict[tuple, CheckSession] = {}
 
 
+def _key(assignment: Assignment, device: str, only: tuple[str, ...]) -> tuple:
+    return str(assignment.path), device, only
+
+
 def shared(assignment: Assignment, device: str, only: tuple[str, ...]) -> CheckSession:
     """This process's session for these checks, made on first use."""
-    key = (str(assignment.path), device, only)
+    key = _key(assignment, device, only)
     session = _sessions.get(key)
     if session is None:
         session = _sessions[key] = CheckSession(assignment, device=device, only=only)
@@ -191,4 +195,4 @@ def open_session(assignment: Assignment, device: str, only: tuple[str, ...]) -> 
 
 def forget(assignment: Assignment, device: str, only: tuple[str, ...]) -> None:
     """Drop this process's session for these checks (after the grader failed: the next one starts afresh)."""
-    _sessions.pop((str(assignment.path), device, only), None)
+    _sessions.pop(_key(assignment, device, only), None)
