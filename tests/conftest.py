@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchgrade.engine.config import load_assignment
-from torchgrade.engine.grading import grade_submission
+from torchgrade.engine import session
 from torchgrade.engine.scoring import Grade
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,12 +123,16 @@ def lost_targets(grade: Grade) -> set[str]:
 
 @pytest.fixture
 def grade(assignment, tmp_path):
-    """grade(only=("tensors",), **make_submission_kwargs) -> Grade, on CPU."""
+    """grade(only=("tensors",), **make_submission_kwargs) -> Grade, on CPU.
+
+    Graded by this xdist worker's kept session for those checks (torchgrade/engine/session.py, as a batch
+    worker grades a class): the checks are collected once per worker, not once per grading (a pytest.main
+    each, about 0.65 s). tests/test_batch.py holds that a kept session grades exactly as grade_submission."""
     counter = iter(range(1000))
 
     def run(only: tuple[str, ...] = (), device: str = "cpu", **changes) -> Grade:
         folder = make_submission(tmp_path / f"submission{next(counter)}", **changes)
-        return grade_submission(folder, assignment, device=device, only=only)
+        return session.shared(assignment, device, tuple(only)).grade(folder)
 
     return run
 

@@ -161,7 +161,12 @@ def test_a_course_written_from_the_guide_outside_the_repository_grades_as_it_sho
 @pytest.fixture(scope="session")
 def student(fresh, tmp_path_factory) -> dict:
     """A bundle of the `init` course built with the wheel's engine, then installed with the one command its README
-    gives into a new environment that holds only the student's torch: built once for all workers."""
+    gives into a new environment of the student's: built once for all workers.
+
+    The student's environment has its torch already (installed before the course, as students have it): the
+    fresh environment's packages, seen through a .pth file, rather than a second install of torch and its
+    dependencies (a minute). `pip install .` then installs the bundle's engine into the student's own
+    site-packages, in front of the wheel's; that the bundle asks for what the wheel asks for is the test below."""
     shared = tmp_path_factory.getbasetemp().parent
     with FileLock(str(shared / "student-install.lock")):
         where = _cached(shared, "student-install")
@@ -178,7 +183,8 @@ def student(fresh, tmp_path_factory) -> dict:
             bin_dir = where / "venv" / ("Scripts" if os.name == "nt" else "bin")
             python = str(bin_dir / "python")
             constraints = ["-c", str(ROOT / "constraints.txt")]  # the local CPU torch, never a CUDA download
-            torch = _run([python, "-m", "pip", "install", "-q", *constraints, "torch"])  # the student's own torch
+            _share_site_packages(Path(fresh["bin"]).parent, where / "venv")
+            torch = _run([python, "-c", "import torch, torchgrade; print(torch.__version__)"])  # the student's torch
             assert torch.returncode == 0, torch.stderr[-3000:]
             bundle = where / "dist" / "student"
             readme = (bundle / "README.md").read_text(encoding="utf-8")
@@ -188,6 +194,28 @@ def student(fresh, tmp_path_factory) -> dict:
             done.write_text(json.dumps({"bundle": str(bundle), "bin": str(bin_dir), "command": " ".join(command),
                                         "installed": installed.stdout}))
         return json.loads(done.read_text())
+
+
+def _site_packages(environment: Path) -> Path:
+    return next(environment.glob("lib/python3*/site-packages"), environment / "Lib" / "site-packages")
+
+
+def _share_site_packages(source: Path, environment: Path) -> None:
+    """Let `environment` import what `source` has installed (after its own packages)."""
+    (_site_packages(environment) / "student-torch.pth").write_text(str(_site_packages(source)) + "\n")
+
+
+def test_the_bundle_asks_for_what_the_wheel_asks_for(fresh, student):
+    """The bundle's pyproject.toml lists the wheel's own requirements (the student's environment above shares
+    the wheel's packages, so a requirement the bundle lacked would not show there)."""
+    with zipfile.ZipFile(fresh["wheel"]) as wheel:
+        metadata = next(wheel.read(n).decode() for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    wheel_requires = sorted(line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                            if line.startswith("Requires-Dist:") and "extra ==" not in line)
+    installed = _run([str(Path(student["bin"]) / "python"), "-c", "import importlib.metadata as m, json; "
+                      "print(json.dumps(m.requires('torchgrade')))"], cwd=Path(student["bin"]))
+    bundle_requires = sorted(json.loads(installed.stdout))  # (the bundle's engine: the student's site-packages)
+    assert bundle_requires == wheel_requires and wheel_requires, (bundle_requires, wheel_requires)
 
 
 def test_a_bundle_built_from_a_wheel_install_installs_with_its_readmes_one_command(student):
