@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchgrade.engine.config import load_assignment
-from torchgrade.engine import session
+from torchgrade.engine import plugin, session
 from torchgrade.engine.scoring import Grade
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,9 +132,18 @@ def grade(assignment, tmp_path):
 
     def run(only: tuple[str, ...] = (), device: str = "cpu", **changes) -> Grade:
         folder = make_submission(tmp_path / f"submission{next(counter)}", **changes)
-        return session.shared(assignment, device, tuple(only)).grade(folder)
+        return kept_grade(folder, assignment, device=device, only=only)
 
     return run
+
+
+def kept_grade(folder: Path, assignment, *, device: str = "cpu", only: tuple[str, ...] = ()) -> Grade:
+    """grade_submission(folder, assignment, device=device, only=only), by this xdist worker's kept session of
+    all the assignment's checks (collected once per worker), running those that `only` names."""
+    def chosen(item: pytest.Item) -> bool:
+        return not only or any(plugin._selected(item, name) for name in only)
+
+    return session.shared(assignment, device, ()).grade(folder, select=chosen)
 
 
 def failures(grade: Grade, target: str) -> list[str]:
