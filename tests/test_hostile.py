@@ -509,3 +509,45 @@ def test_code_compiled_under_torchs_file_names_costs_each_call_its_points_and_no
             assert not [c for c in reply["calls"] if "CallRecorder" in c], reply["calls"]
     finally:
         sandbox.close()
+
+
+# --- notebooks the trusted process reads (tests/hostile/notebooks.py) ---
+
+@pytest.mark.parametrize("level_here", LEVELS, indirect=True)
+def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_little(level_here, fast, tmp_path,
+                                                                                   monkeypatch):
+    """A 5 MB literal in a cell, 340,000 outputs, JSON nested 50,000 deep: each, read by the trusted process
+    with bounded memory and time, is its own module's error row saying why; the `.py` modules keep their
+    marks and the grade its true level."""
+    import tracemalloc
+
+    from hostile import notebooks as hostile_notebooks
+
+    from torchgrade.classroom import batch
+    from torchgrade.classroom.submissions import Submission
+    from torchgrade.engine import notebooks
+
+    monkeypatch.setenv(isolation.ENV_VAR, level_here)
+    folder = hostile_notebooks.write(make_submission(tmp_path / "notebooks"))
+    tracemalloc.start()
+    try:  # the reading alone, as `prepare` does it in the grading process (its peak: a few times the file)
+        notes = notebooks.prepare(make_submission(tmp_path / "read", files={
+            f"{m}.ipynb": (folder / f"{m}.ipynb").read_text() for m in hostile_notebooks.NOTEBOOKS.values()}),
+            fast)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(notes) == 3 and peak < 160 * 1024**2, (notes, peak)
+
+    attacked = ("tensors.broadcast_shape", "autograd.vjp", "functions.Exp")
+    grade = batch.grade_one(Submission("notebooks", folder), fast, "cpu", attacked + ("conv.conv_output_size",))
+    points = points_by_target(grade)
+    assert grade.isolation == level_here
+    assert points["conv.conv_output_size"][0] == points["conv.conv_output_size"][1] > 0, grade.output
+    for target in attacked:
+        assert points[target][0] == 0 < points[target][1], target
+    rows = [t for t in grade.tests if t.exercise != "conv" and t.status != "skipped"]
+    why = {t.exercise: t.output for t in rows}
+    assert "nested more than" in why["tensors"] and "code cells hold" in why["autograd"] \
+        and "values" in why["functions"], why
+    assert rows and all(t.status == "error" for t in rows)
