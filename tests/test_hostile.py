@@ -226,7 +226,7 @@ EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backwar
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
                "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy",
                "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks",
-               *"lost_verdict".split())
+               *"lost_verdict frameless_callbacks thread_autograd".split())
 
 
 #: Attacks whose point is another module (what one module leaves behind): graded with every untouched target.
