@@ -552,3 +552,34 @@ def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_li
     assert "nested more than" in why["tensors"] and "code cells hold" in why["autograd"] \
         and "values" in why["functions"], why
     assert rows and all(t.status == "error" for t in rows)
+
+
+#: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
+#: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
+ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd")
+
+
+def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):
+    """One zygote watched by the profiler grades each attack beside its module's untouched targets."""
+    if "bwrap" not in available_levels():
+        pytest.skip("this machine has no isolation bwrap")
+
+    def drop_zygote() -> None:
+        with host._zygote_lock:
+            zygote = host._zygotes.pop("bwrap", None)
+            host._chosen.pop("bwrap", None)
+        if zygote is not None:
+            zygote.close()
+
+    monkeypatch.setenv(observer.ENV_VAR, "off")
+    drop_zygote()  # (one watched by the compiled observer: the next test starts its own again)
+    try:
+        for attack in [a for a in ATTACKS if a.name in ROUND_FIVE]:
+            g = grade_at("bwrap", attack, arena, fast, tmp_path, monkeypatch, only=beside_its_own_module(attack))
+            hit, others = split(g, attack)
+            assert g.isolation == "bwrap" and g.watch == observer.PROFILER, attack.name
+            assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], \
+                (attack.name, hit)
+            assert others and all(score == maximum > 0 for score, maximum in others.values()), (attack.name, others)
+    finally:
+        drop_zygote()
