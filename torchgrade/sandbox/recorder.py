@@ -724,9 +724,10 @@ class DispatchWatch:
 
 
 def device_threads() -> bool:
-    """Whether autograd runs some nodes in device threads of its own: where a CUDA device guard exists (real
-    CUDA). On a CPU and on the CUDA stand-in it has none, so no thread's evaluation is excused as one."""
-    return bool(torch.cuda.is_available())
+    """Whether autograd may run nodes in device threads of its own: where real CUDA has started in this process
+    (its device guard; asking starts nothing, so a worker's fork server is never forked from a CUDA process).
+    On a CPU and on the CUDA stand-in it has none, so no thread's evaluation is excused as one."""
+    return bool(torch.cuda.is_initialized())
 
 
 class Findings:
