@@ -258,7 +258,8 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
     compiled = os.environ.get(observer.ENV_VAR) != "off" and level != "process"  # (none at process: observer.py)
     assert g.watch == (observer.COMPILED if compiled else observer.PROFILER)
     assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
-    assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+    assert others and all(score == maximum > 0 for score, maximum in others.values()), \
+        [(t.name, t.output[:300]) for t in g.tests if t.status in ("failed", "error") and f"{t.exercise}.{t.target}" in others]
     deadline = time.monotonic() + 5
     while survivors(arena.mark) and time.monotonic() < deadline:
         time.sleep(0.05)

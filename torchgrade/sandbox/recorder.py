@@ -524,19 +524,26 @@ class DispatchWatch:
         self.deferred: dict[str, tuple[str, int, int, list[str]]] = {}
         #: Findings of a closed session's requests not yet asked for (token → calls).
         self.collected: dict[str, dict[str, str]] = {}
+        #: Whether autograd may run a request's nodes in device threads of its own (token, "" for one read at
+        #: once → `device_threads`, or the CUDA stand-in).
+        self._devices: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def armed(self, token: str | None = None) -> Iterator[None]:
+    def armed(self, token: str | None = None, standin: bool = False) -> Iterator[None]:
         """Profile everything the request runs (the probe's own code included: only windows count). With
-        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`."""
+        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`. With
+        `standin`, the request runs on the CUDA stand-in, whose tensors are `meta` to C++: autograd runs their
+        nodes in its device thread for `meta` (an evaluation at the top of another thread is excused there)."""
         global _armed, _kept
+        devices = standin or device_threads()
+        self._devices[token if token is not None and self.compiled is None else ""] = devices
         self.tampered = []
         self.windows = 0
         self.nonce = secrets.token_hex(8)
         keep = token is not None and self.compiled is None
         if self.compiled is not None:  # (it tells the arming thread by its id)
             self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN,
-                                 device_threads())
+                                 devices)
         else:
             if not keep:
                 self.settle()
@@ -657,7 +664,7 @@ class DispatchWatch:
 
     def _collect(self) -> None:
         """The compiled observer's record of the request."""
-        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}", device_threads())
+        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}", self._devices.pop("", False))
         names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
         seen.names, seen.windows = list(names), [None] * windows
         if not armed:
@@ -695,8 +702,8 @@ class DispatchWatch:
             roots = []
         _REAL["_enable_record_function"](True)
         token_of = {nonce: token for token, (nonce, *_) in pending.items()}
-        devices = device_threads()
-        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}", devices)
+        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}",
+                                self._devices.pop(token, False))
                 for token, (nonce, *_) in pending.items()}
         starts, main = [], None
         for root in roots:
