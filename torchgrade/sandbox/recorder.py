@@ -118,11 +118,11 @@ class CallRecorder(TorchFunctionMode):
         try:
             if self.marker is None:
                 return func(*args, **(kwargs or {}))
-            if not plain:
-                return func(*args, **(kwargs or {}))
-            if getattr(func, "__name__", None) not in _RUNS_BACKWARD:  # torch's own work: this thread records
-                # none of its operators (through _REAL: guard_switches replaces every module attribute
-                # holding a switch, this module's too)
+            if getattr(func, "__name__", None) not in _RUNS_BACKWARD:
+                if not plain:  # recorded whole, at the dispatcher
+                    return func(*args, **(kwargs or {}))
+                # torch's own work: this thread records none of its operators (through _REAL: guard_switches
+                # replaces every module attribute holding a switch, this module's too)
                 _REAL["_enable_record_function"](False)
                 try:
                     return func(*args, **(kwargs or {}))
