@@ -225,7 +225,8 @@ def available_levels() -> tuple[str, ...]:
 EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backward", "switch_off_recorder",
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
                "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy",
-               "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks")
+               "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks",
+               *"lost_verdict frameless_callbacks thread_autograd".split())
 
 
 #: Attacks whose point is another module (what one module leaves behind): graded with every untouched target.
@@ -257,7 +258,8 @@ def test_an_attack_on_the_recorder_or_the_process_cap_holds_at_every_level(attac
     compiled = os.environ.get(observer.ENV_VAR) != "off" and level != "process"  # (none at process: observer.py)
     assert g.watch == (observer.COMPILED if compiled else observer.PROFILER)
     assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], hit
-    assert others and all(score == maximum > 0 for score, maximum in others.values()), others
+    assert others and all(score == maximum > 0 for score, maximum in others.values()), \
+        [(t.name, t.output[:300]) for t in g.tests if t.status in ("failed", "error") and f"{t.exercise}.{t.target}" in others]
     deadline = time.monotonic() + 5
     while survivors(arena.mark) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -509,3 +511,76 @@ def test_code_compiled_under_torchs_file_names_costs_each_call_its_points_and_no
             assert not [c for c in reply["calls"] if "CallRecorder" in c], reply["calls"]
     finally:
         sandbox.close()
+
+
+# --- notebooks the trusted process reads (tests/hostile/notebooks.py) ---
+
+@pytest.mark.parametrize("level_here", LEVELS, indirect=True)
+def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_little(level_here, fast, tmp_path,
+                                                                                   monkeypatch):
+    """A 5 MB literal in a cell, 340,000 outputs, JSON nested 50,000 deep: each, read by the trusted process
+    with bounded memory and time, is its own module's error row saying why; the `.py` modules keep their
+    marks and the grade its true level."""
+    import tracemalloc
+
+    from hostile import notebooks as hostile_notebooks
+
+    from torchgrade.classroom import batch
+    from torchgrade.classroom.submissions import Submission
+    from torchgrade.engine import notebooks
+
+    monkeypatch.setenv(isolation.ENV_VAR, level_here)
+    folder = hostile_notebooks.write(make_submission(tmp_path / "notebooks"))
+    tracemalloc.start()
+    try:  # the reading alone, as `prepare` does it in the grading process (its peak: a few times the file)
+        notes = notebooks.prepare(make_submission(tmp_path / "read", files={
+            f"{m}.ipynb": (folder / f"{m}.ipynb").read_text() for m in hostile_notebooks.NOTEBOOKS.values()}),
+            fast)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(notes) == 3 and peak < 160 * 1024**2, (notes, peak)
+
+    attacked = ("tensors.broadcast_shape", "autograd.vjp", "functions.Exp")
+    grade = batch.grade_one(Submission("notebooks", folder), fast, "cpu", attacked + ("conv.conv_output_size",))
+    points = points_by_target(grade)
+    assert grade.isolation == level_here
+    assert points["conv.conv_output_size"][0] == points["conv.conv_output_size"][1] > 0, grade.output
+    for target in attacked:
+        assert points[target][0] == 0 < points[target][1], target
+    rows = [t for t in grade.tests if t.exercise != "conv" and t.status != "skipped"]
+    why = {t.exercise: t.output for t in rows}
+    assert "nested more than" in why["tensors"] and "code cells hold" in why["autograd"] \
+        and "values" in why["functions"], why
+    assert rows and all(t.status == "error" for t in rows)
+
+
+#: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
+#: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
+ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd")
+
+
+def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):
+    """One zygote watched by the profiler grades each attack beside its module's untouched targets."""
+    if "bwrap" not in available_levels():
+        pytest.skip("this machine has no isolation bwrap")
+
+    def drop_zygote() -> None:
+        with host._zygote_lock:
+            zygote = host._zygotes.pop("bwrap", None)
+            host._chosen.pop("bwrap", None)
+        if zygote is not None:
+            zygote.close()
+
+    monkeypatch.setenv(observer.ENV_VAR, "off")
+    drop_zygote()  # (one watched by the compiled observer: the next test starts its own again)
+    try:
+        for attack in [a for a in ATTACKS if a.name in ROUND_FIVE]:
+            g = grade_at("bwrap", attack, arena, fast, tmp_path, monkeypatch, only=beside_its_own_module(attack))
+            hit, others = split(g, attack)
+            assert g.isolation == "bwrap" and g.watch == observer.PROFILER, attack.name
+            assert hit and all(maximum > 0 for _, maximum in hit.values()) and forged(g, attack, hit) == [], \
+                (attack.name, hit)
+            assert others and all(score == maximum > 0 for score, maximum in others.values()), (attack.name, others)
+    finally:
+        drop_zygote()

@@ -284,6 +284,13 @@ def test_check_path_says_why_a_notebook_is_not_graded_and_watch_sends_notebooks_
     assert "torchgrade: note: tensors.ipynb is not a notebook (its content is not JSON)" in done.output
     assert "not a notebook" in json.loads((tmp_path / "report" / "results.json").read_text())["output"]
     assert sorted(p.name for p in work.iterdir()) == ["tensors.ipynb"]
+    # JSON nested past what json.loads can recurse (tests/hostile/notebooks.py): the same one line, no traceback
+    (work / "tensors.ipynb").write_text('{"nbformat": 4, "cells": [], "metadata": {"x": ' + "[" * 50_000 + "]" * 50_000 + "}}")
+    done = runner.invoke(main, ["check", "--path", str(work), "--device", "cpu", "--assignment", str(course),
+                                "--report", str(tmp_path / "report")])
+    assert done.exit_code == 1, done.output
+    assert "torchgrade: note: tensors.ipynb is not a notebook torchgrade reads (it is nested more than" in done.output
+    assert "Traceback" not in done.output and "RecursionError" not in done.output
     (work / "tensors.ipynb").write_text(solved_notebook())
     done = runner.invoke(main, ["check", "--watch", "--path", str(work), "--assignment", str(course)])
     assert done.exit_code == 2 and "check from a cell" in done.output

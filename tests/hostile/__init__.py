@@ -94,6 +94,16 @@ ATTACKS = (
     Attack("compiled_elsewhere", ("conv.corr2d", "conv.pad2d", "conv.pool2d"), module="conv", message="forbidden call"),
     Attack("inside_a_seen_call", ("tensors.view", "tensors.gather", "tensors.scatter_"), message="forbidden call"),
     Attack("forged_set_aside", ("tensors.gather",), message="incomplete reply"),
+    # No excuse the student can shape: a callback built of C builtins (no Python frame), autograd in a
+    # thread the student started.
+    Attack("frameless_callbacks", ("tensors.view", "tensors.gather", "tensors.scatter_", "tensors.one_hot"),
+           message="forbidden call"),
+    Attack("thread_autograd", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3", "functions.LinearFn"),
+           module="functions", untouched=("functions.Conv2dFn", "functions.legendre_model", *UNTOUCHED),
+           message="forbidden call"),
+    # A verdict is about the run whose result was compared: a watch's record lost with its worker is never
+    # made good by a second run that answers otherwise.
+    Attack("lost_verdict", ("tensors.gather",), untouched=("tensors.one_hot", *UNTOUCHED), message="forbidden call"),
     Attack("imitate_grader_errors", ("tensors.view", "tensors.gather", "tensors.one_hot", "tensors.scatter_"),
            message="a run without your code does not have", honest=("raises type error",)),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),

@@ -79,8 +79,18 @@ def grade_one(submission: Submission, assignment: Assignment, device: str = "all
         except Exception as e:
             forget(assignment, device, only)
             grade = error_grade(submission.name, assignment, GRADER_FAILED.format(why=f"{type(e).__name__}: {e}"))
+            grade.isolation = _level()  # the level this process grades at, never the default's
     grade.submission = submission.name
     return grade
+
+
+def _level() -> str:
+    from torchgrade.sandbox import host, isolation
+
+    try:
+        return host.isolation_level(isolation.requested_level())
+    except Exception:  # (no level to name: the grade's own default says "process", the weakest)
+        return "process"
 
 
 _shared: set[str] = set()  # the reference recordings this process has taken in

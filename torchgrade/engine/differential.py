@@ -38,6 +38,7 @@ from torchgrade.engine.bounds import preview
 from torchgrade.engine.config import Assignment, Target
 from torchgrade.sandbox.forbidden import ForbiddenCall, forbidden_message, runtime_violations, static_violations
 from torchgrade.engine.hints import failure_kind, hint
+from torchgrade.engine.notebooks import not_graded
 from torchgrade.engine.scoring import missing_module
 from torchgrade.engine.i18n import t
 from torchgrade.sandbox import standin, wire
@@ -554,7 +555,7 @@ class Differential:
         exercise, name = self.target.exercise, self.target.name
         path = self.submission / f"{exercise}.py"
         if not path.is_file():
-            raise SubmissionError(missing_module(self.assignment, exercise))
+            raise SubmissionError(not_graded(path) or missing_module(self.assignment, exercise))
         try:
             size = path.stat().st_size  # (without forbidden calls the scan below reads nothing)
             if size > sources.MAX_SOURCE_BYTES:

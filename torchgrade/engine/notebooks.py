@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import json
 import re
 import shutil
 import tempfile
-import warnings
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from torchgrade.base.printable import shown
+from torchgrade.sandbox.sources import MAX_SOURCE_BYTES
 
 #: The tag (Jupyter's cell tags; Colab: a first line `# skip-grading`) that leaves a cell out of grading.
 SKIP_TAG = "skip-grading"
@@ -80,64 +83,145 @@ class Converted:
 
 
 # --- reading ---
+#
+# The notebook is the student's to make and the trusted process reads it, so every step is bounded
+# before it costs anything: the raw text is scanned (linearly, in C but for one step per string) for
+# its nesting depth and how many values it holds before `json.loads` builds any of them; outputs are
+# dropped as they are parsed (never validated, never kept); the code cells' text is bounded like a
+# `.py` (torchgrade/sandbox/sources.py) before any of it is parsed; conversion has a deadline.
+
+#: Deeper JSON than any notebook writes (nbformat's own is 7; widget state a few more); json.loads recurses.
+MAX_DEPTH = 64
+#: Values (strings, numbers, lists, objects) a notebook may hold: each is a Python object once parsed.
+MAX_VALUES = 500_000
+#: Seconds the trusted process spends converting one notebook's cells.
+MAX_SECONDS = 20.0
+#: Notebooks converted, kept by their content's digest (a submission's modules: read by `prepare`, then by
+#: `cell_maps`), never by their text.
+CONVERTED_KEPT = 16
+
+_BRACKET = re.compile(r"[\[\]{}]")
+_converted: OrderedDict[tuple[str, str, str], Converted | NotebookError] = OrderedDict()
+#: {the .py a notebook would have been: why it was not} for the modules `prepare` could not make.
+_not_graded: dict[str, str] = {}
+
+
+def _past_bounds(text: str) -> str | None:
+    """Why the JSON `text` is past what torchgrade reads (too deep, too many values), else None; ValueError
+    where a string in it never ends. One pass: the text between two strings is counted by str's own
+    methods, each string skipped by json's own scanner."""
+    depth = values = 0
+    pos, end, scan = 0, len(text), json.decoder.scanstring
+    while True:
+        quote = text.find('"', pos)
+        between = text[pos:quote if quote >= 0 else end]
+        opened = between.count("[") + between.count("{")
+        values += opened + between.count(",") + 1
+        if values > MAX_VALUES:
+            return f"it holds more than {MAX_VALUES:,} values"
+        if opened or "]" in between or "}" in between:
+            for bracket in _BRACKET.findall(between):
+                depth += 1 if bracket in "[{" else -1
+                if depth > MAX_DEPTH:
+                    return f"it is nested more than {MAX_DEPTH} levels deep"
+        if quote < 0:
+            return None
+        pos = scan(text, quote + 1)[1]
+
+
+def _drop_output(node: dict) -> dict | None:
+    """json.loads' object_hook: an output (what a cell printed or drew) is dropped as soon as it is parsed."""
+    return None if "output_type" in node else node
+
 
 def read(path: Path, name: str | None = None) -> dict:
-    """The notebook at `path` as nbformat's node; NotebookError saying what is wrong and what to do."""
-    import nbformat
-
+    """The notebook at `path` as nbformat's node, its outputs left out; NotebookError saying what is wrong
+    and what to do."""
     name = shown(name or path.name)
+    return _guarded(name, _parse, _bytes(path, name), name)
+
+
+def _bytes(path: Path, name: str) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(f"{name} is {size / 1024**2:.0f} MB, more than torchgrade reads "
-                                f"({MAX_NOTEBOOK_BYTES // 1024**2} MB): clear its outputs (Edit > Clear all outputs) "
-                                f"and save it again")
-        data = path.read_bytes()
+            raise NotebookError(_too_big(name, f"{size / 1024**2:.0f} MB"))
+        return path.read_bytes()
     except OSError as e:
         raise NotebookError(f"{name} cannot be read: {e.strerror or e}") from None
+
+
+def _guarded(name: str, work, *args):
+    """`work(*args)`, any failure of the parsers' own (RecursionError, MemoryError) a NotebookError."""
     try:
-        raw = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError):
-        raise NotebookError(f"{name} is not a notebook (its content is not JSON): save it from Jupyter or Colab "
-                            f"(File > Download > .ipynb) and hand that file in") from None
+        return work(*args)
+    except (RecursionError, MemoryError, ValueError, TypeError, AttributeError) as e:
+        raise NotebookError(f"{name} could not be read as a notebook ({type(e).__name__}): open it in Jupyter "
+                            f"or Colab and save it again") from None
+
+
+def _too_big(name: str, what: str) -> str:
+    return (f"{name} is {what}, more than torchgrade reads ({MAX_NOTEBOOK_BYTES // 1024**2} MB): clear its "
+            f"outputs (Edit > Clear all outputs) and save it again")
+
+
+def _parse(data: bytes, name: str) -> dict:
+    import nbformat
+
+    not_json = NotebookError(f"{name} is not a notebook (its content is not JSON): save it from Jupyter or Colab "
+                             f"(File > Download > .ipynb) and hand that file in")
+    try:
+        text = data.decode("utf-8-sig")
+        past = _past_bounds(text)
+        if past is not None:
+            raise NotebookError(f"{name} is not a notebook torchgrade reads ({past}; Jupyter and Colab write "
+                                f"far less): clear its outputs (Edit > Clear all outputs) and save it again")
+        raw = json.loads(text, object_hook=_drop_output)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise not_json from None
     if not isinstance(raw, dict) or not ("cells" in raw or "worksheets" in raw):
         raise NotebookError(f"{name} is JSON but not a notebook (it has no cells): hand in the .ipynb that "
                             f"Jupyter or Colab saves")
     cells = raw.get("cells")
-    if isinstance(cells, list) and len(cells) > MAX_CELLS:  # before nbformat validates them all (seconds each 10k)
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
         raise NotebookError(f"{name} has {len(cells)} cells, more than torchgrade reads ({MAX_CELLS}): hand in the "
                             f"notebook of the exercise itself")
     version = raw.get("nbformat")
     if version != 4:
         raise NotebookError(f"{name} is in notebook format {version!r}; torchgrade reads format 4 (Jupyter and "
                             f"Colab write it): open it in Jupyter and save it again")
+    why = _unreadable(raw)  # what grading reads; nothing else of nbformat's schema is checked (outputs least)
+    if why:
+        raise NotebookError(f"{name} is not a valid notebook ({why}): open it in Jupyter or Colab and "
+                            f"save it again")
+    for cell in cells:
+        if "outputs" in cell:
+            cell["outputs"] = []
     node = nbformat.from_dict(raw)
-    try:
-        with warnings.catch_warnings():  # a cell without an id (nbformat 4.4 and older): valid, if old
-            warnings.simplefilter("ignore")
-            nbformat.validate(node, version=4)
-    except Exception as e:  # nbformat's ValidationError: graded anyway if its cells can be read
-        if not _readable(node):
-            why = " ".join(str(getattr(e, "message", e)).split())[:200]
-            raise NotebookError(f"{name} is not a valid notebook ({why}): open it in Jupyter or Colab and "
-                                f"save it again") from None
     meta = node.get("metadata") or {}
-    language = (meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get("name")
+    if not isinstance(meta, dict):
+        meta = {}
+    kernelspec = meta.get("kernelspec") if isinstance(meta.get("kernelspec"), dict) else {}
+    language_info = meta.get("language_info") if isinstance(meta.get("language_info"), dict) else {}
+    language = kernelspec.get("language") or language_info.get("name")
     if isinstance(language, str) and language.strip().lower() not in ("python", "python3", ""):
-        kernel = (meta.get("kernelspec") or {}).get("display_name") or language
+        kernel = kernelspec.get("display_name") or language
         raise NotebookError(f"{name} is a notebook for {shown(kernel)} ({shown(language)}), not Python: the "
                             f"exercises are Python, so write them in a notebook with a Python 3 kernel")
     return node
 
 
-def _readable(node: dict) -> bool:
-    """Whether every cell has a type and a source (what grading reads), whatever else a tool wrote."""
+def _unreadable(node: dict) -> str:
+    """Why a cell cannot be graded (it lacks a type or a source), or ""."""
     cells = node.get("cells")
-    return isinstance(cells, list) and all(
-        isinstance(c, dict) and isinstance(c.get("cell_type"), str) and
-        (isinstance(c.get("source"), str) or (isinstance(c.get("source"), list)
-                                              and all(isinstance(s, str) for s in c["source"])))
-        for c in cells)
+    if not isinstance(cells, list):
+        return "it has no list of cells"
+    for index, c in enumerate(cells, 1):
+        if not (isinstance(c, dict) and isinstance(c.get("cell_type"), str) and
+                (isinstance(c.get("source"), str) or (isinstance(c.get("source"), list)
+                                                      and all(isinstance(s, str) for s in c["source"])))):
+            return f"cell {index} has no type or no source"
+    return ""
 
 
 def _text(source: object) -> str:
@@ -225,17 +309,29 @@ def python_lines(source: str) -> tuple[list[str], list[int]]:
 
 
 def convert(node: dict, name: str, skip_tag: str = SKIP_TAG) -> Converted:
-    """The module a notebook stands for; NotebookError when it holds no code to grade."""
+    """The module a notebook stands for; NotebookError when it holds no code to grade, or more code
+    than an exercise file may (`sources.MAX_SOURCE_BYTES`), or takes longer than MAX_SECONDS."""
     converted = Converted(name, "")
     out: list[str] = [HEADER.format(name=name)]
     converted.origin.append(("cell 1", 0))
     code_cells = 0
+    chosen = []
     for index, cell in enumerate(node.get("cells") or [], 1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = _text(cell.get("source"))
-        if not source.strip() or _skipped(cell, skip_tag):
-            continue
+        if source.strip() and not _skipped(cell, skip_tag):
+            chosen.append((index, cell, source))
+    size = sum(len(source.encode("utf-8", "surrogatepass")) for _, _, source in chosen)
+    if size > MAX_SOURCE_BYTES:  # before any of it is parsed: a .py this large is not read either
+        raise NotebookError(f"{name}'s code cells hold {size / (1 << 20):.1f} MiB; an exercise may be at most "
+                            f"{MAX_SOURCE_BYTES // (1 << 20)} MiB of code: keep data out of it (load it from a "
+                            f"file instead)")
+    deadline = time.monotonic() + MAX_SECONDS
+    for index, cell, source in chosen:
+        if time.monotonic() > deadline:
+            raise NotebookError(f"{name} took torchgrade more than {MAX_SECONDS:.0f} s to read: hand in the "
+                                f"notebook of the exercise itself")
         code_cells += 1
         custom = ((cell.get("metadata") or {}).get(LABEL_KEY) or {})
         label = custom.get("label") if isinstance(custom, dict) and isinstance(custom.get("label"), str) else ""
@@ -257,8 +353,23 @@ def convert(node: dict, name: str, skip_tag: str = SKIP_TAG) -> Converted:
 
 
 def convert_file(path: Path, skip_tag: str = SKIP_TAG, name: str | None = None) -> Converted:
-    """`read` then `convert`."""
-    return convert(read(path, name), shown(name or path.name), skip_tag)
+    """`read` then `convert`, kept by the file's digest (a submission's notebook is read by `prepare`, then
+    by `cell_maps`): any failure, the parser's own (RecursionError, MemoryError) included, is a NotebookError."""
+    name = shown(name or path.name)
+    data = _bytes(path, name)
+    key = (hashlib.sha256(data).hexdigest(), name, skip_tag)
+    if key not in _converted:
+        try:
+            _converted[key] = _guarded(name, lambda: convert(_parse(data, name), name, skip_tag))
+        except NotebookError as e:
+            _converted[key] = e
+        while len(_converted) > CONVERTED_KEPT:
+            _converted.popitem(last=False)
+    _converted.move_to_end(key)
+    found = _converted[key]
+    if isinstance(found, NotebookError):
+        raise NotebookError(str(found))
+    return found
 
 
 # --- a course's rules, a folder's notebooks ---
@@ -317,7 +428,16 @@ def prepare(folder: Path, assignment) -> list[str]:
         converted = done[path.name]
         if isinstance(converted, Converted):
             py.write_text(converted.source, encoding="utf-8")
+        else:  # each check of the module is an error row that says why (`not_graded`)
+            _not_graded[str(py)] = str(converted)
+            while len(_not_graded) > CONVERTED_KEPT:
+                _not_graded.pop(next(iter(_not_graded)))
     return notes
+
+
+def not_graded(py: Path) -> str | None:
+    """Why the module `py` stands for was not graded, where `prepare` found its notebook unreadable."""
+    return _not_graded.get(str(py)) if not py.exists() else None
 
 
 def cell_maps(folder: Path, assignment) -> dict[str, Converted]:

@@ -38,6 +38,9 @@ from torchgrade.sandbox.isolation import IsolationError, Plan
 from torchgrade.sandbox.linetrace import MAX_LINES
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torchgrade/`
+#: What a request's findings say when its worker ended before the grader read what the call ran.
+LOST = ("ended its sandbox process before the grader could read what this call ran (the grader could not read "
+        "what this call ran, so it cannot vouch for its result)")
 #: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
 COURSE_ENV = "TORCHGRADE_COURSE_PROBES"
 #: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
@@ -665,6 +668,12 @@ class Sandbox:
                 if worker is None:
                     worker = self._spawn(exercise, timeout)
                 token = None
+                if any(self._asked[t][1]["target"] != target for t in worker.deferred if t in self._asked):
+                    # another target's verdicts are read before this one runs: a request of this target that
+                    # ends the worker loses only its own target's (`settle`)
+                    self._read(worker)
+                    if worker.closed:
+                        continue
                 if defer and worker.zygote.watch == observer.PROFILER:  # (the compiled observer reads at once)
                     token = request["defer"] = secrets.token_hex(8)
                 reply = worker.request(request, timeout)
@@ -737,21 +746,16 @@ class Sandbox:
 
     def settle(self) -> dict[str, dict[str, str]]:
         """Every deferred request's findings (token → calls). A request whose worker ended before they were
-        read (a later request crashed it, timed out) is run again, watched at once, and what that run
-        records stands for it; where that run fails too, nothing vouches for the request, and its findings say
-        the watch was lost (a forbidden call)."""
+        read (a later request of its own target crashed it or timed out: another target's request reads them
+        first) is never run again: a second run's record would vouch for a result it did not make, and could
+        be told apart from the first (what that one left in the sandbox). Its findings say the watch was lost
+        (a forbidden call, charged to that request's check)."""
         for worker in list(self.workers.values()):
             self._read(worker)
         while self._lost:
             token = self._lost.pop(0)
-            exercise, request, timeout = self._asked.pop(token)
-            try:
-                calls = self._send(exercise, dict(request), timeout).get("calls")
-            except SandboxFailure:
-                calls = None
-            self.findings[token] = calls if calls is not None else {
-                TAMPERED: "ended its sandbox process before the grader had read what this call ran, and again "
-                          "when the call was run once more"}
+            self._asked.pop(token, None)
+            self.findings[token] = {TAMPERED: LOST}
         return self.findings
 
     def _retire(self, exercise: str) -> None:

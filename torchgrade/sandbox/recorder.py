@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 import sys
+import types
 from typing import Any, Iterator
 
 import torch
@@ -109,13 +110,19 @@ class CallRecorder(TorchFunctionMode):
         if previous is not None:
             sys.setprofile(None)
         self._charge(func, args, sys._getframe(1))
-        _set_profile(_callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None)))
+        # Torch may call back into an argument that is not plain data (an `__index__`, `__len__`, `__iter__`
+        # of the student's type, a hook) without any Python frame (a callable built of C builtins): no profile
+        # hook sees it, so such a call is recorded at the dispatcher whole: what it runs is charged by name.
+        plain = self.marker is None or _plain(func, args, kwargs, self)
+        _set_profile(_callbacks(self, getattr(getattr(func, "__func__", func), "__code__", None), not plain))
         try:
             if self.marker is None:
                 return func(*args, **(kwargs or {}))
-            if getattr(func, "__name__", None) not in _RUNS_BACKWARD:  # torch's own work: this thread records
-                # none of its operators (through _REAL: guard_switches replaces every module attribute
-                # holding a switch, this module's too)
+            if getattr(func, "__name__", None) not in _RUNS_BACKWARD:
+                if not plain:  # recorded whole, at the dispatcher
+                    return func(*args, **(kwargs or {}))
+                # torch's own work: this thread records none of its operators (through _REAL: guard_switches
+                # replaces every module attribute holding a switch, this module's too)
                 _REAL["_enable_record_function"](False)
                 try:
                     return func(*args, **(kwargs or {}))
@@ -195,10 +202,88 @@ class CallRecorder(TorchFunctionMode):
 provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__torch_function__.__code__
 
 
-def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
+#: Arguments torch cannot call back into without the student's Python code running (so a frame the profile
+#: hook sees): plain values, exact tensors, torch's own value types. Containers are looked into.
+_PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None), type(Ellipsis), torch.Tensor,
+                    torch.nn.Parameter, torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size,
+                    torch.Generator, torch.qscheme, range, types.FunctionType})
+_CONTAINERS = frozenset({tuple, list, dict, slice, types.MethodType, functools.partial})
+_LOOKED_INTO = _PLAIN | _CONTAINERS
+#: How deep, and how many values, the look into an argument goes; past it, the call is recorded whole.
+_PLAIN_DEPTH, _PLAIN_VALUES = 6, 100_000
+
+
+def _plain(func: Any, args: tuple, kwargs: dict | None, mode: CallRecorder) -> bool:
+    """Whether torch, running `func` on these arguments, can call back only into Python code (a frame the
+    profile hook sees): every argument plain data, a Python function, or a container of those. A callable
+    that runs no Python code (a C builtin, `functools.partial` over one, an object of a type whose `__call__`
+    is one) given to torch is also recorded as a refused entry: torch may keep it and run it later (a hook)."""
+    owner = getattr(func, "__self__", None)  # a classmethod of the student's class (a Function's `apply`)
+    if isinstance(owner, type) and not (owner.__module__ or "").startswith("torch"):
+        return False
+    budget = [_PLAIN_VALUES]
+    if _values_plain(args, 0, budget) and (not kwargs or _values_plain(kwargs.values(), 0, budget)):
+        return True
+    for value in (*args, *(kwargs or {}).values()):
+        if callable(value) and not isinstance(value, type) and not _python_callable(value):
+            name = getattr(func, "__name__", None) or "a torch function"
+            where = student_line(sys._getframe(2), mode.submission) or UNLINED
+            mode.calls.setdefault(f"{PRIVATE}a callback that runs no Python code ({type(value).__name__}), "
+                                  f"given to {name}", where)
+    return False
+
+
+def _values_plain(values: Any, depth: int, budget: list[int]) -> bool:
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN:
+        return True
+    if depth >= _PLAIN_DEPTH or not kinds <= _LOOKED_INTO:
+        return False
+    for value in values:
+        kind = type(value)
+        budget[0] -= 1
+        if kind in _PLAIN:
+            continue
+        if budget[0] < 0:
+            return False
+        if kind is dict:
+            inner: Any = (*value.keys(), *value.values())
+        elif kind is slice:
+            inner = (value.start, value.stop, value.step)
+        elif kind is types.MethodType:
+            inner = (value.__func__,)
+        elif kind is functools.partial:
+            inner = (value.func, *value.args, *value.keywords.values())
+        else:
+            inner = value
+        if not _values_plain(inner, depth + 1, budget):
+            return False
+    return True
+
+
+def _python_callable(value: Any) -> bool:
+    """Whether calling `value` runs Python code first (a frame the profile hook sees)."""
+    for _ in range(_PLAIN_DEPTH):
+        if type(value) is types.FunctionType:
+            return True
+        if type(value) is types.MethodType:
+            value = value.__func__
+        elif type(value) is functools.partial:
+            value = value.func
+        else:
+            value = type(value).__dict__.get("__call__") if "__call__" in type(value).__dict__ else None
+            if value is None:
+                return False
+    return False
+
+
+def _callbacks(mode: CallRecorder, own: Any = None, recording: bool = False) -> Any:
     """The profile hook inside a call the mode saw: the first frame of code that is not installed (a callback
     of the student's that torch runs: an ``__index__``, a hook, a dispatch mode) runs as in a window, with the
     mode on torch's stack and the dispatcher recorded, until it returns.
+
+    With `recording`, the seen call is recorded at the dispatcher whole (its arguments are not plain data):
+    `RecordFunction` stays on when a callback returns.
 
     The seen function's own frame (`own`), where its code does not count as installed (code was compiled
     under its file's name), runs with the dispatcher recorded but without the mode: with the mode, the
@@ -227,7 +312,7 @@ def _callbacks(mode: CallRecorder, own: Any = None) -> Any:
                 return
             if event == "return" and frame is state[0]:
                 state[0] = None
-                if mode.marker is not None:
+                if mode.marker is not None and not recording:
                     _REAL["_enable_record_function"](False)
                 if frame.f_code is own:
                     if torch._C._len_torch_function_stack() != depth and _armed is not None:
@@ -439,18 +524,26 @@ class DispatchWatch:
         self.deferred: dict[str, tuple[str, int, int, list[str]]] = {}
         #: Findings of a closed session's requests not yet asked for (token → calls).
         self.collected: dict[str, dict[str, str]] = {}
+        #: Whether autograd may run a request's nodes in device threads of its own (token, "" for one read at
+        #: once → `device_threads`, or the CUDA stand-in).
+        self._devices: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def armed(self, token: str | None = None) -> Iterator[None]:
+    def armed(self, token: str | None = None, standin: bool = False) -> Iterator[None]:
         """Profile everything the request runs (the probe's own code included: only windows count). With
-        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`."""
+        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`. With
+        `standin`, the request runs on the CUDA stand-in, whose tensors are `meta` to C++: autograd runs their
+        nodes in its device thread for `meta` (an evaluation at the top of another thread is excused there)."""
         global _armed, _kept
+        devices = standin or device_threads()
+        self._devices[token if token is not None and self.compiled is None else ""] = devices
         self.tampered = []
         self.windows = 0
         self.nonce = secrets.token_hex(8)
         keep = token is not None and self.compiled is None
         if self.compiled is not None:  # (it tells the arming thread by its id)
-            self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN)
+            self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN,
+                                 devices)
         else:
             if not keep:
                 self.settle()
@@ -571,7 +664,7 @@ class DispatchWatch:
 
     def _collect(self) -> None:
         """The compiled observer's record of the request."""
-        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
+        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}", self._devices.pop("", False))
         names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
         seen.names, seen.windows = list(names), [None] * windows
         if not armed:
@@ -609,7 +702,8 @@ class DispatchWatch:
             roots = []
         _REAL["_enable_record_function"](True)
         token_of = {nonce: token for token, (nonce, *_) in pending.items()}
-        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}")
+        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}",
+                                self._devices.pop(token, False))
                 for token, (nonce, *_) in pending.items()}
         starts, main = [], None
         for root in roots:
@@ -636,11 +730,21 @@ class DispatchWatch:
             self.collected[token] = calls
 
 
+def device_threads() -> bool:
+    """Whether autograd may run nodes in device threads of its own: where real CUDA has started in this process
+    (its device guard; asking starts nothing, so a worker's fork server is never forked from a CUDA process).
+    On a CPU and on the CUDA stand-in it has none, so no thread's evaluation is excused as one."""
+    return bool(torch.cuda.is_initialized())
+
+
 class Findings:
     """A walk of the profiler's event tree: operators the mode did not see, autograd run inside a backward."""
 
-    def __init__(self, seen_marker: str, window_marker: str):
+    def __init__(self, seen_marker: str, window_marker: str, device_threads: bool = False):
         self.seen_marker = seen_marker
+        #: Whether autograd has device threads here (`device_threads`): only then is an evaluation at the top
+        #: of another thread autograd's own.
+        self.device_threads = device_threads
         self.window_marker = window_marker
         self.names: list[str] = []
         self.windows: list[Any] = []
@@ -679,8 +783,9 @@ class Findings:
             self.alive += 1
         elif name.startswith(_EVALUATE):
             # Autograd run inside a backward; or, in the student's thread, started where the mode did not
-            # see it (other threads: autograd's own device threads run the nodes of a backward pass).
-            if evaluating or (main and not seen):
+            # see it; or at the top of another thread where autograd has no device thread of its own (on a
+            # CPU: a thread the student started, by threading, _thread, ctypes or C).
+            if evaluating or ((main or not self.device_threads) and not seen):
                 self._add("backward")
                 self._add("grad")
             builtin = bool(_BUILTIN_NODE.search(name[len(_EVALUATE):]))
