@@ -323,8 +323,12 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
   TORCH_CHECK(info.kind != SETS || aliases.empty(),
               "the CUDA stand-in cannot model set_ (a tensor given another's storage)");
 
-  // 3. the CPU kernel
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  // 3. the CPU kernel; what it calls in turn skips autograd (done above, on the CUDA tensors) and the version
+  // counters (an alias has none: to ADInplaceOrView it would be an inference tensor written outside the mode)
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
 
   // 4. written arguments take their new shape and memory; results land on cuda:0 where the operator ran there
   for (const Alias& a : aliases) write_back(a);  // (only what changed: an in-place op, out=, resize_)
@@ -347,7 +351,42 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
   }
 }
 
+// ---- CUDA-only kernels that torch's composites pick when `is_cuda()` ---------------------------------------
+// The fused RNN cells have no CPU kernel. On autograd's CUDA key they compute what the CPU's cells compute,
+// with differentiable operators (autograd records those; the workspace is nobody's but the fused backward's).
+at::Tensor add_bias(at::Tensor gates, const std::optional<at::Tensor>& bias) {
+  return bias.has_value() && bias->defined() ? gates + *bias : gates;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                                         const at::Tensor& cx, const std::optional<at::Tensor>& input_bias,
+                                                         const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor gates = add_bias(input_gates, input_bias) + add_bias(hidden_gates, hidden_bias);
+  auto chunked = gates.unsafe_chunk(4, 1);
+  at::Tensor in = chunked[0].sigmoid(), forget = chunked[1].sigmoid(), cell = chunked[2].tanh(),
+             out = chunked[3].sigmoid();
+  at::Tensor cy = forget * cx + in * cell;
+  at::Tensor hy = out * cy.tanh();
+  return {hy, cy, at::cat({in, forget, cell, out}, 1).detach()};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                            const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+                                            const std::optional<at::Tensor>& hidden_bias) {
+  auto i = add_bias(input_gates, input_bias).unsafe_chunk(3, 1);
+  auto h = add_bias(hidden_gates, hidden_bias).unsafe_chunk(3, 1);
+  at::Tensor reset = (h[0] + i[0]).sigmoid(), update = (h[1] + i[1]).sigmoid();
+  at::Tensor fresh = (i[2] + reset * h[2]).tanh();
+  at::Tensor hy = (hx - fresh) * update + fresh;
+  return {hy, at::cat({reset, update, fresh, hx, h[2]}, 1).detach()};
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, AutogradCUDA, m) {
+  m.impl("_thnn_fused_lstm_cell", &lstm_cell);
+  m.impl("_thnn_fused_gru_cell", &gru_cell);
+}
 
 C10_REGISTER_GUARD_IMPL(CUDA, Guard);
 namespace at {
