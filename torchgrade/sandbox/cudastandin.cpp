@@ -239,12 +239,45 @@ void write_back(const Alias& a) {
     original->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
 }
 
+// set_: the CUDA tensor takes the storage (of cuda:0) it is given, as on a GPU; no CPU kernel is involved.
+void set_storage(torch::jit::Stack* stack, size_t first, size_t n) {
+  at::Tensor self = (*stack)[first].toTensor();
+  TORCH_CHECK(on_cuda(self), MIXED);
+  c10::Storage storage;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  const int64_t item = static_cast<int64_t>(self.dtype().itemsize());
+  if (n == 1) {
+    storage = c10::Storage(c10::Storage::use_byte_size_t(), 0, &allocator, /*resizable=*/true);
+    sizes = {0}, strides = {1};
+  } else if ((*stack)[first + 1].isTensor()) {
+    const at::Tensor& source = (*stack)[first + 1].toTensor();
+    TORCH_CHECK(on_cuda(source), MIXED);
+    storage = source.storage();
+    sizes = source.sizes().vec(), strides = source.strides().vec(), offset = source.storage_offset();
+  } else {
+    storage = (*stack)[first + 1].toStorage();
+    TORCH_CHECK(storage.device().type() == c10::kCUDA, MIXED);
+    if (n == 2) {
+      sizes = {static_cast<int64_t>(storage.nbytes()) / item}, strides = {1};
+    } else {
+      offset = (*stack)[first + 2].toInt();
+      sizes = (*stack)[first + 3].toIntVector(), strides = (*stack)[first + 4].toIntVector();
+    }
+  }
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
+  torch::jit::drop(*stack, n);
+  torch::jit::push(*stack, self);
+}
+
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   operators.fetch_add(1, std::memory_order_relaxed);
   const Info& info = info_of(op);
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   const size_t first = stack->size() - n;
+  if (info.kind == SETS) return set_storage(stack, first, n);
 
   // 1. where it runs, by CUDA's rules (the same as standin.py's _place)
   int there = 0;
@@ -320,8 +353,6 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::St
       v = c10::IValue(CPU);
     }
   }
-  TORCH_CHECK(info.kind != SETS || aliases.empty(),
-              "the CUDA stand-in cannot model set_ (a tensor given another's storage)");
 
   // 3. the CPU kernel; what it calls in turn skips autograd (done above, on the CUDA tensors) and the version
   // counters (an alias has none: to ADInplaceOrView it would be an inference tensor written outside the mode)

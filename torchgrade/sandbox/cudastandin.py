@@ -140,10 +140,26 @@ def load(path: str | os.PathLike | None = None) -> Any:
         loaded = importlib.util.module_from_spec(spec)
         loader.exec_module(loaded)
         loaded.enable()
+        _storages()
         module = loaded if loaded.ready() and canary() else None
     except Exception:  # (an ABI mismatch, a library that is not one: the Python stand-in grades)
         module = None
     return module
+
+
+def _storages() -> None:
+    """``UntypedStorage.clone`` (``copy.deepcopy`` of a tensor) of a storage on cuda:0: torch's Python storage
+    constructor knows no CUDA on a CPU build, so the copy is made by an operator instead."""
+    import torch
+
+    original = torch.UntypedStorage.clone
+
+    def clone(self: torch.UntypedStorage) -> torch.UntypedStorage:
+        if self.device.type != "cuda":
+            return original(self)
+        return torch.empty(self.nbytes(), dtype=torch.uint8, device=self.device).untyped_storage().copy_(self)
+
+    torch.UntypedStorage.clone = clone
 
 
 def canary() -> bool:
