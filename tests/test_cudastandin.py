@@ -125,3 +125,12 @@ def test_it_is_not_loaded_once_torch_is_imported(library):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, cudastandin.ENV_VAR: library})
     assert done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_without_a_compiler_it_is_not_built_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHGRADE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(cudastandin.ENV_VAR, raising=False)
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    with pytest.raises(cudastandin.BuildError, match="no C\\+\\+ compiler"):
+        cudastandin.build()
+    assert cudastandin.built() is None
