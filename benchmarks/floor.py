@@ -96,6 +96,9 @@ def replay(way: str, records_file: str) -> None:
             plain = standin.plain(value).detach()
             made = plain if way == "cpu" else on_cuda(plain)
             return made.requires_grad_(value.requires_grad) if made.is_leaf else made
+        if way == "cpu" and (isinstance(value, str) and value in ("cuda", "cuda:0")
+                             or isinstance(value, torch.device) and value.type == "cuda"):
+            return "cpu"  # (a probe's device= option: the floor runs the CUDA variants' twins on the CPU)
         if isinstance(value, torch.nn.Module):
             return value._apply(moved)
         if isinstance(value, (list, tuple)):
@@ -147,7 +150,8 @@ def replay(way: str, records_file: str) -> None:
         elapsed, digest = run(*r)
         times.append(elapsed)
         digests.append(digest)
-    print(json.dumps({"times": times, "digests": digests, "standin": [r[3] for r in records]}))
+    aside = [r[3] and wire.decode(r[2])["probe"] in NO_STANDIN for r in records]
+    print(json.dumps({"times": times, "digests": digests, "standin": [r[3] for r in records], "aside": aside}))
 
 
 class _nothing:
@@ -190,36 +194,45 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--check-rounds", type=int, default=2, help="whole checks, each way (0: none)")
+    parser.add_argument("--records", help="replay these recorded requests (a file --record wrote) instead")
     parser.add_argument("targets", nargs="*")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-m", "torchgrade.sandbox.cudastandin"], check=True, stdout=subprocess.DEVNULL)
-    records = str(Path(tempfile.mkdtemp(prefix="floor-")) / "requests.pkl")
-    subprocess.run([sys.executable, __file__, "--record", records, *args.targets], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    records = args.records or str(Path(tempfile.mkdtemp(prefix="floor-")) / "requests.pkl")
+    if not args.records:
+        subprocess.run([sys.executable, __file__, "--record", records, *args.targets], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     runs: dict[str, list[dict]] = {w: [] for w in WAYS}
     for _ in range(args.rounds):
         for way in WAYS:
             runs[way].append(_child("--replay", way, records))
-    flags = runs["cpu"][0]["standin"]
-    cuda = [i for i, f in enumerate(flags) if f]
+    flags, aside = runs["cpu"][0]["standin"], runs["cpu"][0]["aside"]
+    cuda = [i for i, f in enumerate(flags) if f and not aside[i]]  # the CUDA variants a stand-in grades
     cpu_only = [i for i, f in enumerate(flags) if not f]
+    everything = list(range(len(flags)))
 
     def total(way: str, which: list[int]) -> list[float]:
         return [sum(run["times"][i] for i in which) for run in runs[way]]
 
-    floor = statistics.median(total("cpu", cuda + cpu_only))
-    print(f"requests of the course's checks: {len(flags)} ({len(cuda)} CUDA variants); "
-          f"{args.rounds} interleaved rounds, one warm process per way")
+    floor = statistics.median(total("cpu", everything))
+    print(f"requests of the course's checks: {len(flags)}: {len(cpu_only)} CPU variants, {len(cuda)} CUDA variants "
+          f"graded on a stand-in, {sum(aside)} set aside there (data-parallel); {args.rounds} interleaved rounds, "
+          "one warm process per way")
     print("the probes' torch work (each request once, the reference's code; medians [min-max]):")
-    print(_line("floor: every variant on plain CPU tensors", total("cpu", cuda + cpu_only), floor))
-    print(_line("  of which the CPU variants", total("cpu", cpu_only), floor))
-    print(_line("  of which the CUDA variants' twins on the CPU", total("cpu", cuda), floor))
+    print(_line("floor: every variant on plain CPU tensors", total("cpu", everything), floor))
+    print(_line("  the CPU variants", total("cpu", cpu_only), floor))
+    print(_line("  the graded CUDA variants' twins on the CPU", total("cpu", cuda), floor))
+    twins = total("cpu", cuda)
     for way, label in (("python", "Python stand-in"), ("compiled", "compiled stand-in")):
-        print(_line(f"CUDA variants on the {label}", total(way, cuda), floor))
-        ratio = statistics.median(total(way, cuda)) / statistics.median(total("cpu", cpu_only))
-        print(f"  {'':58s} = x{ratio:.2f} the CPU variants")
+        on = total(way, cuda)
+        print(_line(f"  the graded CUDA variants on the {label}", on, floor))
+        paired = [a / b for a, b in zip(on, twins)]
+        against = [a / b for a, b in zip(on, total(way, cpu_only))]
+        print(f"  {'':58s} per round x{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}] their CPU "
+              f"twins, x{statistics.median(against):.2f} [{min(against):.2f}-{max(against):.2f}] the CPU variants "
+              "of the same process")
     same = sum(runs["python"][0]["digests"][i] == runs["compiled"][0]["digests"][i] for i in cuda)
-    print(f"same outcome from both stand-ins: {same} of {len(cuda)} CUDA requests")
+    print(f"same outcome from both stand-ins: {same} of {len(cuda)} graded CUDA requests")
     differ = [i for i in cuda if runs["python"][0]["digests"][i] != runs["compiled"][0]["digests"][i]]
     if differ:
         with open(records, "rb") as f:
