@@ -94,6 +94,13 @@ def test_copies_and_moves_cross_devices_and_to_the_same_device_is_no_copy():
     assert on_gpu(moves) == (True, True, torch.Tensor, True)
 
 
+def test_new_tensor_of_a_cuda_tensor_is_on_cuda_as_on_a_gpu():
+    """Found by the differential test (tests/test_cudastandin.py): it used to make a meta tensor."""
+    made = on_gpu(lambda: torch.ones(2, device="cuda").new_tensor([3.0]))
+    assert type(made) is standin.StandIn and made.device == torch.device("cuda", 0)
+    assert standin.plain(made).tolist() == [3.0]
+
+
 def test_indexing_takes_cpu_indices_for_cuda_tensors_not_the_other_way():
     assert on_gpu(lambda: torch.arange(4.0, device="cuda")[torch.tensor([0, 2])].is_cuda)
     error = on_gpu(lambda: torch.zeros(3).index_put_((torch.tensor([0], device="cuda"),), torch.tensor(1.0)))

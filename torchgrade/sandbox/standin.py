@@ -456,12 +456,16 @@ class _Functions(TorchFunctionMode):
                     and memory_format in (None, torch.preserve_format):
                 return self_  # already there: .to() returns the tensor itself, as on a GPU
             return func(self_, *rest, **kwargs)
+        if func is torch.Tensor.new_tensor and type(args[0]) is StandIn and kwargs.get("device") is None:
+            kwargs = {**kwargs, "device": DEVICE}  # (new_tensor's device is its tensor's, not meta's)
         if func in _FROM_DATA and on_standin(kwargs.get("device")):
             # torch builds these on the CPU and moves them in C++, out of the dispatcher's sight
             rest = {k: v for k, v in kwargs.items() if k not in ("device", "requires_grad")}
             data = args[1] if func is torch.Tensor.new_tensor else args[0]
             if type(data) is StandIn and func is not torch.tensor:
                 made = data if rest.get("dtype") in (None, data.dtype) else data.to(rest["dtype"])
+            elif func is torch.Tensor.new_tensor:  # (of a StandIn, torch would make a meta tensor)
+                made = to_standin(torch.tensor(data, **{"dtype": args[0].dtype, **rest}))
             else:
                 made = to_standin(func(*args, **rest))
             return made.requires_grad_() if kwargs.get("requires_grad") else made
