@@ -770,3 +770,59 @@ def test_the_mutants_are_the_same_in_every_process(tmp_path):
     assert runs[0] == runs[1] and runs[0].count("'delete'") >= 3
     here = [(m.id, m.operator, m.after) for m in make_mutants(tmp_path / "m.py", "m", "attend")]
     assert repr(here) == runs[0].strip()
+
+
+# --- the kinds of mistakes added for issue 48, on source alone ---
+
+HEADS = '''\
+import torch
+
+
+def attention(q, k, v, mask=None):
+    s = q @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return s.softmax(-1) @ v
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q, k, v, mask=None):
+        return attention(q, k, v, mask)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, x, mask=None, pad=(0, 0)):
+        # BEGIN SOLUTION
+        b, t, d = x.shape
+        h = x.view(b, t, 2, d // 2).transpose(1, 2)
+        for i in pad:
+            if i < 0:
+                break
+        if not isinstance(pad, (tuple, list)) or len(pad) != 2:
+            raise ValueError("pad is a pair")
+        return self.attn(h, h.mT, torch.permute(h, (0, 1, 2, 3)), mask)
+        # END SOLUTION
+'''
+
+
+def test_a_shape_operation_an_argument_passed_on_a_jump_a_type_and_an_operand_dropped_are_mutants(tmp_path):
+    made = mutants_of(tmp_path, HEADS, "Block")
+    for after, operator in {
+        "h = x.view(b, t, 2, d // 2)": "shape",  # heads split without the transpose
+        "return self.attn(h, h, torch.permute(h, (0, 1, 2, 3)), mask)": "shape",  # .mT dropped
+        "return self.attn(h, h.mT, h, mask)": "shape",  # torch.permute(h, ...): h
+        "return self.attn(h, h.mT, torch.permute(h, (0, 1, 2, 3)))": "argument",  # the mask never passed on
+        "continue": "jump",
+        "if not isinstance(pad, tuple) or len(pad) != 2:": "types",
+        "if not isinstance(pad, list) or len(pad) != 2:": "types",
+        "if not isinstance(pad, (tuple, list)):": "operand", "if len(pad) != 2:": "operand",
+    }.items():
+        assert made.get(after) == operator, (after, made.get(after), sorted(made))
+    # the forward of Attention: the call of another function of the exercise loses its defaulted argument
+    assert mutants_of(tmp_path, HEADS, "Attention").get("return attention(q, k, v)") == "argument"
+    # an argument without a default is never dropped (a TypeError, not a mistake)
+    assert not [a for a, o in mutants_of(tmp_path, HEADS, "Attention").items() if o == "argument" and "(q, k)" in a]
