@@ -226,15 +226,19 @@ def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a
     """))
     data = audited("--assignment", course)
     scale = by_target(data)["ops.scale"]
-    # both marks are false (a factor of 0 raises in both mutants): the audit's search overturns them
-    assert scale["equivalent"] == 0 and scale["survived"] == 6 and scale["marks_overturned"] == 2
+    # both marks are false (a factor of 0 raises in both mutants): the audit's search overturns them; the
+    # third, a check kills: overturned too (counted, the audit not clean), not a note
+    assert scale["equivalent"] == 0 and scale["survived"] == 6 and scale["marks_overturned"] == 3
     overturned = {m["after"]: m["evidence"] for m in scale["mutants"] if m["mark"] == "overturned"}
-    assert set(overturned) == {"if factor <= 0:", "if factor < 1:"}
-    assert all("the reference returns, the mutant raises ValueError" in e and "= 0" in e for e in overturned.values())
+    assert set(overturned) == {"if factor <= 0:", "if factor < 1:", "return x / factor"}
+    assert all("the reference returns, the mutant raises ValueError" in overturned[a] and "= 0" in overturned[a]
+               for a in ("if factor <= 0:", "if factor < 1:"))
+    assert overturned["return x / factor"] == ("marked equivalent, but ops.scale: rejects a negative factor, "
+                                               "ops.scale: scales a vector kills it")
+    assert data["clean"] is False
     notes = "\n".join(data["notes"])
     assert "ops.gone is not a target of this course" in notes
     assert "no mutant matches '0123abcd'" in notes
-    assert f"{ids['return x / factor']} is marked equivalent but" in notes
 
 
 def test_a_mutant_only_cuda_devices_tell_apart_is_set_aside_without_them_and_graded_with_them(tmp_path):
@@ -590,7 +594,7 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
     assert "note: equivalent-mutants.yaml: ops.relu: 'x = x + 0  →  x = x - 0' matches 2 mutants" in said
-    assert "marks: 1 verified, 0 unverified, 1 overturned" in said
+    assert "marks: 1 verified, 0 outside the contract, verified, 0 unverified, 1 overturned" in said
     assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in said
     marks = {m["after"]: (m["verdict"], m["mark"]) for m in relu["mutants"] if m["mark"]}
     assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
@@ -600,14 +604,14 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
 
     write_page(found, tmp_path / "page.html")
     page = (tmp_path / "page.html").read_text()
-    assert "marks verified (0 unverified, 1 overturned)" in page and "mark verified" in page
+    assert "marks verified (0 outside the contract, verified; 0 unverified, 1 overturned)" in page and "mark verified" in page
     assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in page
     monkeypatch.setattr("torchgrade.authoring.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
     assert relu["marks_unverified"] == 2 and relu["marks_verified"] == relu["marks_overturned"] == 0
     assert "unverified mark" in said and "cannot run the search" in said
-    assert "2 equivalence mark(s) tried: 0 verified, 2 unverified, 0 overturned" in said
+    assert "2 equivalence mark(s) tried: 0 verified, 0 outside the contract, verified, 2 unverified, 0 overturned" in said
     assert found.clean is False
 
 
