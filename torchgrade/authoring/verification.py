@@ -471,7 +471,7 @@ def _observe(obj: Any, name: str, request: dict, seconds: float) -> Any:
             if request["probe"] in DIRECT_PROBES:
                 inputs = _inputs_of(request)
                 try:
-                    out = obj(*request["args"], **request["kwargs"])
+                    out = getattr(obj, request.get("method") or "__call__")(*request["args"], **request["kwargs"])
                 except Exception as e:  # noqa: BLE001 - which exception is a fact
                     return {"raised": type(e).__name__, "inputs_after": [_tensor_facts(x, []) for x in inputs]}
                 try:
@@ -486,8 +486,11 @@ def _observe(obj: Any, name: str, request: dict, seconds: float) -> Any:
                 facts["inputs_after"] = [_tensor_facts(x, []) | {"grad": None if x.grad is None else x.grad.clone()}
                                          for x in inputs]
                 return facts
-            outcome = run_probe(request["probe"], Target(obj, name), tuple(request["args"]), request["kwargs"],
-                                request["options"])
+            try:
+                outcome = run_probe(request["probe"], Target(obj, name), tuple(request["args"]), request["kwargs"],
+                                    request["options"])
+            except Exception as e:  # noqa: BLE001 - the probe itself cannot take this variation (its own setup)
+                return {"unusable": type(e).__name__}
             if "value" in outcome and isinstance(outcome["value"], dict) and "__raised__" in outcome["value"]:
                 return {"raised": outcome["value"]["__raised__"]}
             return {"probe": _facts(outcome.get("value"), []), "probe_error": "probe_error" in outcome}
@@ -613,6 +616,8 @@ def mark_requests(text: str | None, name: str) -> list[tuple[str, dict]]:
     value = lambda node: eval(compile(ast.Expression(node), "<input>", "eval"), scope)  # noqa: E731, S307 - the course's text
     request = {"probe": "call", "args": [value(a) for a in call.args],
                "kwargs": {k.arg: value(k.value) for k in call.keywords}, "options": {}}
+    if isinstance(call.func, ast.Attribute):  # Function.apply(...)
+        request["method"] = "apply"
     made = [("the mark's input", request)]
     for what, varied in itertools.islice(variations(request), 1, MARK_LIMIT + 1):
         made.append((f"the mark's input, {what}", varied))
@@ -633,10 +638,13 @@ def parse_input(text: str, name: str) -> ast.Call:
     return node
 
 
-def excluded(expression: str, obj: Any, request: dict) -> bool:
+def excluded(expression: str, obj: Any, request: dict, raised: tuple = (None, None), found: str = "") -> bool:
     """Whether a mark's ``excludes:`` holds for a request: the expression, over the target's parameters by
-    name (defaults filled in), is true. False where it cannot be told (the arguments do not bind, or the
-    expression raises): only a difference the predicate positively excludes is outside the contract."""
+    name (defaults filled in), ``raised`` (the names of the exceptions the reference and the mutant raise
+    there, None for one that returns: where the contract lets either be raised) and ``difference`` (where
+    and how the two differ, as `difference` says it: ``.result.stride: ...`` where only strides do), is true. False where it
+    cannot be told (the arguments do not bind, or the expression raises): only a difference the predicate
+    positively excludes is outside the contract."""
     import inspect
     import math
 
@@ -647,7 +655,7 @@ def excluded(expression: str, obj: Any, request: dict) -> bool:
         bound = inspect.signature(target).bind(*([None] if target is not obj else []), *request["args"],
                                                **request["kwargs"])
         bound.apply_defaults()
-        names = {k: v for k, v in bound.arguments.items() if k != "ctx"}
+        names = {k: v for k, v in bound.arguments.items() if k != "ctx"} | {"raised": raised, "difference": found}
         return bool(eval(expression, {"torch": torch, "math": math, "__builtins__": __builtins__}, names))  # noqa: S307
     except Exception:  # noqa: BLE001
         return False
@@ -659,16 +667,18 @@ def _search(reference: Any, obj: Any, name: str, expected: list, excludes: str |
     differences were outside the contract and the first of them."""
     outside, first_outside = 0, ""
     for what, request, facts in expected:
-        if facts.get("timeout"):
-            continue  # the reference did not finish: nothing to compare
-        found = difference(facts, observe(obj, name, request))
+        if facts.get("timeout") or "unusable" in facts:
+            continue  # the reference did not finish, or the probe cannot take this input: nothing to compare
+        got = observe(obj, name, request)
+        found = difference(facts, got)
         if not found:
             continue
-        found = f"{describe_request(name, request)} ({what}): {found}"
-        if excludes and excluded(excludes, reference, request):
+        if excludes and excluded(excludes, reference, request, (facts.get("raised"), got.get("raised")), found):
+            found = f"{describe_request(name, request)} ({what}): {found}"
             outside += 1
             first_outside = first_outside or found
             continue
+        found = f"{describe_request(name, request)} ({what}): {found}"
         return {"status": "differs", "evidence": found, "inputs": len(expected)}
     return {"status": "verified", "evidence": first_outside, "inputs": len(expected), "outside": outside}
 

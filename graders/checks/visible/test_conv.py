@@ -92,6 +92,11 @@ def test_pads_rows_and_columns_by_a_pair(check, device):
 
 
 @pytest.mark.target("pad2d")
+def test_takes_the_pair_as_a_list_as_f_pad_does(check, device):
+    check(randn(check, 33, 3, 4, device=device), [2, 1])
+
+
+@pytest.mark.target("pad2d")
 def test_passes_gradients_back_to_the_unpadded_input(check, device):
     check(randn(check, 31, 3, 4, device=device), (1, 2), probe="call_with_grad")
 
@@ -298,7 +303,7 @@ PAD_SHAPE_ERROR_ACCEPT = ("RuntimeError",)
 
 
 @pytest.mark.target("pad2d")
-@pytest.mark.parametrize("shape", [(5,), ()], ids=["1d", "0d"])
+@pytest.mark.parametrize("shape", [(5,), (), (0,)], ids=["1d", "0d", "1d-empty"])
 def test_refuses_an_input_with_fewer_than_2_dims(check, device, shape):
     check(torch.ones(shape, device=device), 1, accept=PAD_SHAPE_ERROR_ACCEPT, like="F.pad")
 
