@@ -197,6 +197,7 @@ MULTI_IN_SHAPE_ERRORS = {
     "channel-counts-differ": ((2, 4, 4), (3, 2, 2)),
     "kernel-larger-than-x": ((2, 3, 3), (2, 4, 4)),
     "k-2d": ((2, 4, 4), (2, 2)),
+    "x-2d": ((2, 4), (2, 2, 2)),
     "empty-kernel": ((2, 4, 4), (2, 0, 2)),
     "kernel-of-width-0": ((2, 4, 4), (2, 2, 0)),
     "kernel-taller-than-x": ((2, 3, 4), (2, 4, 2)),

@@ -262,6 +262,11 @@ SCATTER_ERRORS = {
     "index-larger-than-target-and-src-of-lower-rank": (
         lambda d: (torch.zeros(3, 4, device=d), 0, torch.zeros(1, 5, dtype=torch.long, device=d),
                    torch.ones(5, device=d)), ()),
+    # the index is larger than src along dim 0 and src has a lower rank: RuntimeError (not an IndexError from
+    # looking at a dim of src that is not there)
+    "index-larger-than-a-src-of-lower-rank": (
+        lambda d: (torch.zeros(3, 4, device=d), 1, torch.zeros(2, 1, dtype=torch.long, device=d),
+                   torch.ones(1, device=d)), ()),
     "index-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, 3]], device=d),
                                       torch.ones(3, 4, device=d)), ("IndexError",)),
     "negative-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, -1]], device=d),
