@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = '''\
 from typing import Callable
 
-import pytest
 import torch
 
 
@@ -86,7 +85,6 @@ def test_only_parameters_annotated_as_callables_get_functions():
 COUNT = '''\
 import operator
 
-import pytest
 import torch
 
 
