@@ -15,9 +15,16 @@ stride (added in front, or one it has); 0-dim over a larger storage; overlapping
 size zero; another dtype (float64, float16, bfloat16, int32 for integers: so the arguments' dtypes
 mix); every ``requires_grad`` combination of its floating-point tensors; an int (or an int of a tuple
 of ints) made -1, 0, 1, moved by one, or the float of the same value (code that drops an
-``operator.index`` differs only there); a float made 0 or negative. They are deterministic: the same
-requests, in the same order, on every run; at most `LIMIT` per target (the checks' own first, the
-rest picked with the audit's seed).
+``operator.index`` differs only there); a float made 0 or negative; an empty 1-D tensor of the same
+dtype; a tensor (and every tensor at once) made under ``torch.inference_mode()``; the call under another
+default dtype; a list where a tuple is given. They are deterministic: the same requests, in the same
+order, on every run; at most `LIMIT` per target (the checks' own first, the rest picked with the
+audit's seed).
+
+A mark's own ``input:`` (a call of the target, `mark_requests`) and up to `MARK_LIMIT` of its variations
+run first, for that mutant. A mark with ``excludes:`` (an outside-the-contract mark) is verified only
+where every difference found is one its expression excludes (`excluded`): the search goes on past
+the differences it excludes and stops at the first it does not.
 
 It cannot run, and a mark stays "unverified", for a target whose checks send no request on the CPU (all
 of them CUDA-only, or skipped), or only requests of probes listed in `UNSUPPORTED_PROBES` (none now: the
