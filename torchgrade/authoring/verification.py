@@ -663,7 +663,8 @@ def excluded(expression: str, obj: Any, request: dict, raised: tuple = (None, No
                                                **request["kwargs"])
         bound.apply_defaults()
         names = {k: v for k, v in bound.arguments.items() if k != "ctx"} | {"raised": raised, "difference": found}
-        return bool(eval(expression, {"torch": torch, "math": math, "__builtins__": __builtins__}, names))  # noqa: S307
+        # (one namespace: a generator expression in it sees the parameters, as it would not see eval's locals)
+        return bool(eval(expression, {"torch": torch, "math": math, "__builtins__": __builtins__, **names}))  # noqa: S307
     except Exception:  # noqa: BLE001
         return False
 

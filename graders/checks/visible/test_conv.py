@@ -107,6 +107,11 @@ def test_max_pools_the_notes_example(check, device):
 
 
 @pytest.mark.target("pool2d")
+def test_takes_a_pool_size_as_a_list_as_f_max_pool2d_does(check, device):
+    check(randn(check, 44, 4, 5, device=device), [2, 3])
+
+
+@pytest.mark.target("pool2d")
 def test_average_pools_the_notes_example(check, device):
     check(torch.tensor([[0.0, 1.0, 2.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], device=device), (2, 2), "avg")
 
@@ -201,6 +206,7 @@ MULTI_IN_SHAPE_ERRORS = {
     "empty-kernel": ((2, 4, 4), (2, 0, 2)),
     "kernel-of-width-0": ((2, 4, 4), (2, 2, 0)),
     "kernel-taller-than-x": ((2, 3, 4), (2, 4, 2)),
+    "kernel-wider-than-x": ((2, 4, 3), (2, 2, 4)),
 }
 
 
@@ -238,6 +244,8 @@ MULTI_IN_OUT_SHAPE_ERRORS = {
     "kernel-larger-than-x": ((2, 3, 3), (1, 2, 4, 4)),
     "kernel-of-width-0": ((2, 4, 4), (3, 2, 2, 0)),
     "kernel-taller-than-x": ((2, 3, 4), (1, 2, 4, 2)),
+    "kernel-wider-than-x": ((2, 4, 3), (1, 2, 2, 4)),
+    "x-2d-with-as-many-rows-as-k-has-channels": ((2, 4), (1, 2, 2, 2)),
 }
 
 

@@ -93,6 +93,7 @@ VIEW_ERRORS = {
     "minus-one-beside-a-zero-size": (lambda d: (torch.arange(6.0, device=d), -1, 0), ()),
     "a-dim-spanning-two-chunks": (lambda d: (torch.arange(6, device=d).reshape(2, 3).t(), 6), ()),
     "an-expanded-input-flattened": (lambda d: (torch.arange(3.0, device=d).reshape(3, 1).expand(3, 4), 12), ()),
+    "minus-one-where-the-other-sizes-do-not-divide-numel": (lambda d: (torch.arange(6.0, device=d), 4, -1), ()),
 }
 
 
@@ -151,7 +152,7 @@ def test_raises_runtime_error_for_an_invalid_shape(check, device, case):
 
 
 @pytest.mark.target("view")
-@pytest.mark.parametrize("shape", [(), (2.0, 12)], ids=["no-shape", "a-float-size"])
+@pytest.mark.parametrize("shape", [(), (2.0, 12), ((2, 3), 4)], ids=["no-shape", "a-float-size", "a-shape-and-a-size"])
 def test_raises_type_error_without_an_int_shape(check, device, shape):
     check(torch.arange(24.0, device=device), *shape, probe="view", like="Tensor.view")
 
@@ -176,6 +177,11 @@ def test_reads_an_int_as_a_one_dim_shape_and_skips_none(check):
 @pytest.mark.target("broadcast_shape")
 def test_returns_an_empty_tuple_for_no_shapes(check):
     check()
+
+
+@pytest.mark.target("broadcast_shape")
+def test_keeps_sizes_that_agree(check):
+    check((2, 3), (4, 2, 3))
 
 
 @pytest.mark.target("broadcast_shape")
