@@ -181,7 +181,8 @@ def pool2d(X, pool_size, mode="max", stride=1, padding=0):
       with truncation, as ``F.avg_pool2d`` does for int64.
 
     Loop over the ``kh * kw`` positions inside the window, each a strided slice of the padded
-    input, not over output pixels. Output dtype and device are those of ``X``; differentiable.
+    input, not over output pixels. Output dtype and device are those of ``X``; differentiable. A complex
+    ``X`` is not graded (``F.avg_pool2d`` refuses it).
 
     Raises ``ValueError`` for a ``mode`` other than ``"max"``/``"avg"``. Raises ``ValueError`` for
     sizes that are not ints or pairs, ``pool_size < 1``, ``stride < 1``, ``padding < 0``, padding

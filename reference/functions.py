@@ -345,7 +345,8 @@ class LinearFn(Function):
     Used as ``LinearFn.apply(x, weight)`` or ``LinearFn.apply(x, weight, bias)``, with ``x`` of
     shape ``(..., in_features)`` (any number of leading batch dimensions, including none),
     ``weight`` ``(out_features, in_features)`` and ``bias`` ``(out_features,)`` or ``None``.
-    Same values as ``F.linear(x, weight, bias)``.
+    Same values as ``F.linear(x, weight, bias)``. A ``bias`` of another dtype than ``x`` is not graded
+    (``F.linear`` refuses it).
 
     Example::
 

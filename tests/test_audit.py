@@ -226,15 +226,19 @@ def test_equivalent_mutants_are_marked_with_their_reason_and_stale_entries_get_a
     """))
     data = audited("--assignment", course)
     scale = by_target(data)["ops.scale"]
-    # both marks are false (a factor of 0 raises in both mutants): the audit's search overturns them
-    assert scale["equivalent"] == 0 and scale["survived"] == 6 and scale["marks_overturned"] == 2
+    # both marks are false (a factor of 0 raises in both mutants): the audit's search overturns them; the
+    # third, a check kills: overturned too (counted, the audit not clean), not a note
+    assert scale["equivalent"] == 0 and scale["survived"] == 6 and scale["marks_overturned"] == 3
     overturned = {m["after"]: m["evidence"] for m in scale["mutants"] if m["mark"] == "overturned"}
-    assert set(overturned) == {"if factor <= 0:", "if factor < 1:"}
-    assert all("the reference returns, the mutant raises ValueError" in e and "= 0" in e for e in overturned.values())
+    assert set(overturned) == {"if factor <= 0:", "if factor < 1:", "return x / factor"}
+    assert all("the reference returns, the mutant raises ValueError" in overturned[a] and "= 0" in overturned[a]
+               for a in ("if factor <= 0:", "if factor < 1:"))
+    assert overturned["return x / factor"] == ("marked equivalent, but ops.scale: rejects a negative factor, "
+                                               "ops.scale: scales a vector kills it")
+    assert data["clean"] is False
     notes = "\n".join(data["notes"])
     assert "ops.gone is not a target of this course" in notes
     assert "no mutant matches '0123abcd'" in notes
-    assert f"{ids['return x / factor']} is marked equivalent but" in notes
 
 
 def test_a_mutant_only_cuda_devices_tell_apart_is_set_aside_without_them_and_graded_with_them(tmp_path):
@@ -282,6 +286,17 @@ def test_an_equivalent_mutants_file_without_reasons_stops_the_audit(tmp_path):
     result = audit("--assignment", course)
     assert result.exit_code == 2
     assert "equivalent-mutants.yaml: ops.scale: expected a list of entries" in result.output
+    # an input that is not a call of the target, and an outside-the-contract mark with no predicate: refused too
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(
+        'ops.scale:\n  - mutant: abc\n    reason: r\n    input: "torch.ones(2) * 3"\n')
+    result = audit("--assignment", course)
+    assert result.exit_code == 2
+    assert "ops.scale: abc: `input:` expected one call of scale, such as scale(torch.ones(2, 3), 1)" in result.output
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(
+        'ops.scale:\n  - mutant: abc\n    reason: r\n    input: "scale(torch.ones(2), -1)"\n'
+        '    outside_contract: "a negative factor raises ValueError"\n')
+    result = audit("--assignment", course)
+    assert result.exit_code == 2 and "`excludes:` (an expression over the target's parameters" in result.output
 
 
 def test_seed_and_max_per_target_pick_the_same_mutants_each_time(tmp_path):
@@ -590,7 +605,7 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
     assert "note: equivalent-mutants.yaml: ops.relu: 'x = x + 0  →  x = x - 0' matches 2 mutants" in said
-    assert "marks: 1 verified, 0 unverified, 1 overturned" in said
+    assert "marks: 1 verified, 0 outside the contract, verified, 0 unverified, 1 overturned" in said
     assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in said
     marks = {m["after"]: (m["verdict"], m["mark"]) for m in relu["mutants"] if m["mark"]}
     assert marks == {"return torch.where(x >= 0, x, torch.zeros_like(x))": ("equivalent", "verified"),
@@ -600,14 +615,14 @@ def test_a_mark_counts_only_once_the_audits_search_verifies_it(tmp_path, monkeyp
 
     write_page(found, tmp_path / "page.html")
     page = (tmp_path / "page.html").read_text()
-    assert "marks verified (0 unverified, 1 overturned)" in page and "mark verified" in page
+    assert "marks verified (0 outside the contract, verified; 0 unverified, 1 overturned)" in page and "mark verified" in page
     assert "marked equivalent, but the audit's search tells it apart: relu(tensor(float32" in page
     monkeypatch.setattr("torchgrade.authoring.verification.UNSUPPORTED_PROBES", ("call",))  # no generator for its arguments
     found = run_audit(load_assignment(course), device="cpu")
     said, relu = "\n".join(lines(found)), by_target(found.as_dict())["ops.relu"]
     assert relu["marks_unverified"] == 2 and relu["marks_verified"] == relu["marks_overturned"] == 0
     assert "unverified mark" in said and "cannot run the search" in said
-    assert "2 equivalence mark(s) tried: 0 verified, 2 unverified, 0 overturned" in said
+    assert "2 equivalence mark(s) tried: 0 verified, 0 outside the contract, verified, 2 unverified, 0 overturned" in said
     assert found.clean is False
 
 
@@ -615,6 +630,7 @@ def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstri
     """A mark that says a mutant differs only outside the contract names the input and the sentence that puts
     it outside; the audit accepts it only where the target's docstring has that sentence."""
     from torchgrade.authoring.audit import _docstring, load_equivalents
+    from torchgrade.authoring.verification import parse_input
     from torchgrade.engine.config import load_assignment
 
     assignment = load_assignment(Path(__file__).resolve().parent.parent / "assignment.yaml")
@@ -623,7 +639,8 @@ def test_every_outside_the_contract_mark_of_the_bundled_course_cites_its_docstri
     assert len(cited) >= 10
     for target, entry in cited:
         exercise, name = target.split(".")
-        assert entry["input"].strip()
+        parse_input(entry["input"], name)  # a call of the target, which the search runs first
+        compile(entry["excludes"], "<excludes>", "eval")  # the inputs the sentence excludes, for a program
         assert " ".join(entry["outside_contract"].split()) in _docstring(assignment.reference_dir / f"{exercise}.py", name)
 
 
@@ -770,3 +787,263 @@ def test_the_mutants_are_the_same_in_every_process(tmp_path):
     assert runs[0] == runs[1] and runs[0].count("'delete'") >= 3
     here = [(m.id, m.operator, m.after) for m in make_mutants(tmp_path / "m.py", "m", "attend")]
     assert repr(here) == runs[0].strip()
+
+
+# --- the kinds of mistakes added for issue 48, on source alone ---
+
+HEADS = '''\
+import torch
+
+
+def attention(q, k, v, mask=None):
+    s = q @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return s.softmax(-1) @ v
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q, k, v, mask=None):
+        return attention(q, k, v, mask)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, x, mask=None, pad=(0, 0)):
+        # BEGIN SOLUTION
+        b, t, d = x.shape
+        h = x.view(b, t, 2, d // 2).transpose(1, 2)
+        for i in pad:
+            if i < 0:
+                break
+        if not isinstance(pad, (tuple, list)) or len(pad) != 2:
+            raise ValueError("pad is a pair")
+        return self.attn(h, h.mT, torch.permute(h, (0, 1, 2, 3)), mask)
+        # END SOLUTION
+'''
+
+
+def test_a_shape_operation_an_argument_passed_on_a_jump_a_type_and_an_operand_dropped_are_mutants(tmp_path):
+    made = mutants_of(tmp_path, HEADS, "Block")
+    for after, operator in {
+        "h = x.view(b, t, 2, d // 2)": "shape",  # heads split without the transpose
+        "return self.attn(h, h, torch.permute(h, (0, 1, 2, 3)), mask)": "shape",  # .mT dropped
+        "return self.attn(h, h.mT, h, mask)": "shape",  # torch.permute(h, ...): h
+        "return self.attn(h, h.mT, torch.permute(h, (0, 1, 2, 3)))": "argument",  # the mask never passed on
+        "continue": "jump",
+        "if not isinstance(pad, tuple) or len(pad) != 2:": "types",
+        "if not isinstance(pad, list) or len(pad) != 2:": "types",
+        "if not isinstance(pad, (tuple, list)):": "operand", "if len(pad) != 2:": "operand",
+    }.items():
+        assert made.get(after) == operator, (after, made.get(after), sorted(made))
+    # the forward of Attention: the call of another function of the exercise loses its defaulted argument
+    assert mutants_of(tmp_path, HEADS, "Attention").get("return attention(q, k, v)") == "argument"
+    # an argument without a default is never dropped (a TypeError, not a mistake)
+    assert not [a for a, o in mutants_of(tmp_path, HEADS, "Attention").items() if o == "argument" and "(q, k)" in a]
+
+
+# --- issue 48: "verified" is the audit's claim; a false mark is overturned, and the run fails ---
+
+FALSE_MARKS = '''\
+import torch
+
+
+def mean_or_zero(x):
+    """The mean of ``x``; an empty ``x`` gives a 0-dim zero."""
+    # BEGIN SOLUTION
+    if x.numel() == 0:
+        return x.new_zeros(())
+    return x.mean()
+    # END SOLUTION
+
+
+def grad_of_square(x):
+    """The gradient of ``(x * x).sum()`` at ``x`` (a float tensor), taken on a copy of ``x``."""
+    # BEGIN SOLUTION
+    w = x.detach().clone().requires_grad_()
+    (w * w).sum().backward()
+    return w.grad
+    # END SOLUTION
+
+
+def relu(x):
+    """``x`` where it is positive, 0 elsewhere."""
+    # BEGIN SOLUTION
+    return torch.where(x > 0, x, torch.zeros_like(x))
+    # END SOLUTION
+
+
+def halve(x):
+    """``x / 2``."""
+    # BEGIN SOLUTION
+    return x / 2
+    # END SOLUTION
+'''
+
+FALSE_MARKS_CHECKS = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("mean_or_zero")
+def test_averages(check):
+    check(torch.tensor([1.0, 2.0, 6.0]))
+
+
+@pytest.mark.target("grad_of_square")
+def test_doubles(check):
+    check(torch.tensor([1.0, -2.0]))
+
+
+@pytest.mark.target("relu")
+def test_zeroes_the_negative_entries(check):
+    check(torch.tensor([-1.0, 2.0]))
+
+
+@pytest.mark.target("halve")
+def test_halves(check):
+    check(torch.tensor([4.0]))
+'''
+
+
+def test_a_mark_false_on_an_empty_or_inference_input_on_its_own_input_or_killed_by_a_check_is_overturned(tmp_path):
+    """Each target's only mark is false: on an empty input the checks never send, on an input made under
+    torch.inference_mode(), on the mark's own `input:`, and one a check kills. Each is overturned, with the
+    input or the check that refutes it; the audit is not clean and exits 1."""
+    targets = "".join(f"      {t}: 1\n" for t in ("mean_or_zero", "grad_of_square", "relu", "halve"))
+    course = make_course(tmp_path, reference=FALSE_MARKS, visible=FALSE_MARKS_CHECKS, hidden="", targets=targets)
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+
+    def mutant(name, after):
+        return next(m.id for m in make_mutants(tmp_path / "reference" / "ops.py", "ops", name) if m.after == after)
+    (tmp_path / "graders" / "equivalent-mutants.yaml").write_text(textwrap.dedent(f"""\
+        ops.mean_or_zero:
+          - mutant: "{mutant("mean_or_zero", "pass")}"
+            reason: false on purpose (no check sends an empty x)
+        ops.grad_of_square:
+          - mutant: "{mutant("grad_of_square", "w = x.detach().requires_grad_()")}"
+            reason: false on purpose (an x made under inference mode refuses requires_grad_ on its alias)
+        ops.relu:
+          - mutant: "{mutant("relu", "return torch.where(x > 1, x, torch.zeros_like(x))")}"
+            reason: false on purpose (its own input shows it)
+            input: "relu(torch.tensor([0.5]))"
+        ops.halve:
+          - mutant: "{mutant("halve", "return x * 2")}"
+            reason: false on purpose (the check kills it)
+    """))
+    result = audit("--json", "--assignment", course)
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["clean"] is False and data["totals"]["marks_overturned"] == 4
+    marks = {t["target"]: [m for m in t["mutants"] if m["mark"]] for t in data["targets"]}
+    assert all(len(found) == 1 and found[0]["mark"] == "overturned" for found in marks.values()), marks
+    evidence = {target: found[0]["evidence"] for target, found in marks.items()}
+    assert "shape=(0,)" in evidence["ops.mean_or_zero"], evidence
+    assert "made under torch.inference_mode()" in evidence["ops.grad_of_square"], evidence
+    assert evidence["ops.relu"].startswith("relu(tensor(float32, shape=(1,), [0.5])) (the mark's input): "), evidence
+    assert evidence["ops.halve"] == "marked equivalent, but ops.halve: halves kills it"
+
+
+def test_an_overturned_mark_alone_makes_the_audit_unclean():
+    """No survivor, every check measuring something: one mark a check kills is enough to fail the run."""
+    from torchgrade.authoring.audit import Audit, CheckInfo, MutantResult, TargetAudit
+    from torchgrade.authoring.mutants import Mutant
+
+    m = Mutant("ops.halve", "arith", "ops.py", 4, "return x / 2", "return x * 2", "", id="0123abcd")
+    row = MutantResult(m, "visible", ["ops.halve: halves"], mark="overturned",
+                       evidence="marked equivalent, but ops.halve: halves kills it")
+    check = CheckInfo("visible/test_ops.py::test_halves", "ops.halve: halves", "visible", frozenset({"call"}), {"0123abcd"})
+    audit = Audit("t", [TargetAudit("ops.halve", 1, [row], [check])], 0, None, 0.0, [])
+    assert audit.totals["marks_overturned"] == 1 and audit.totals["survived"] == 0
+    assert audit.clean is False
+    row.mark = ""
+    assert audit.clean is True
+
+
+HEAD_SPLIT = '''\
+import torch
+
+
+def split_heads(x, heads):
+    """``(b, t, d)`` to ``(b, heads, t, d // heads)``: the heads split off the last dim, then moved before ``t``."""
+    # BEGIN SOLUTION
+    b, t, d = x.shape
+    return x.view(b, t, heads, d // heads).transpose(1, 2)
+    # END SOLUTION
+
+
+def attention(q, k, v, mask=None):
+    """Softmax attention; ``mask`` (bool, True where a position may be attended to) hides the rest."""
+    s = q @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return s.softmax(-1) @ v
+
+
+class SelfAttention(torch.nn.Module):
+    """Attention of ``x`` to itself; ``forward``'s ``mask`` is passed on to :func:`attention`."""
+
+    def forward(self, x, mask=None):
+        # BEGIN SOLUTION
+        return attention(x, x, x, mask)
+        # END SOLUTION
+'''
+
+# Weak on purpose: one time step and one head (the transpose changes nothing there), and no mask ever passed.
+HEAD_SPLIT_CHECKS = '''\
+import pytest
+import torch
+
+
+@pytest.mark.target("split_heads")
+def test_splits_the_heads(check):
+    check(torch.arange(8.0).reshape(2, 1, 4), 1)
+
+
+@pytest.mark.target("SelfAttention")
+def test_attends_to_itself(check):
+    check(probe="run_forward", options={"inputs": (torch.arange(12.0).reshape(1, 3, 4) / 10,)})
+'''
+
+RUN_FORWARD = '''\
+from torchgrade.probes import probe
+
+
+@probe
+def run_forward(target, args, kwargs, inputs=(), forward_kwargs=None):
+    """Build the module and run forward on `inputs`."""
+    module = target(*args, **kwargs)
+    return target.run(module, *inputs, **(forward_kwargs or {}))
+'''
+
+
+def test_a_head_split_without_its_transpose_and_a_mask_never_passed_on_are_named_as_survivors(tmp_path):
+    """The two bugs a transformer course written from the docs let through: the audit names both."""
+    course = make_course(tmp_path, reference=HEAD_SPLIT, visible=HEAD_SPLIT_CHECKS, hidden="",
+                         targets="      split_heads: 1\n      SelfAttention: 1")
+    (tmp_path / "graders" / "checks" / "hidden" / "test_ops.py").unlink()
+    (tmp_path / "graders" / "probes").mkdir()
+    (tmp_path / "graders" / "probes" / "attention.py").write_text(RUN_FORWARD)
+    data = audited("--assignment", course)
+    survivors = {(m["operator"], m["after"]) for t in data["targets"] for m in t["mutants"] if m["verdict"] == "survived"}
+    assert ("shape", "return x.view(b, t, heads, d // heads)") in survivors, survivors
+    assert ("argument", "return attention(x, x, x)") in survivors, survivors
+
+
+@pytest.mark.parametrize("target, operator, before, after", [
+    ("tensors.scatter_", "jump", "break", "continue"),  # IndexError instead of the docstring's RuntimeError
+    ("conv.pad2d", "types", "if isinstance(value, (tuple, list)):", "if isinstance(value, tuple):"),  # a list refused
+    ("conv.corr2d_multi_in", "operand", "if X.dim() != 3 or K.dim() != 3:", "if K.dim() != 3:"),  # ValueError
+], ids=["break-made-continue-in-scatter_", "tuple-narrowed-in-_pair", "or-operand-dropped-in-corr2d_multi_in"])
+def test_the_survivors_an_outside_auditor_found_are_killed_by_the_bundled_course(grade, target, operator, before, after):
+    from conftest import ROOT, lost_targets
+
+    exercise, name = target.split(".")
+    found = [m for m in make_mutants(ROOT / "reference" / f"{exercise}.py", exercise, name)
+             if (m.operator, m.before, m.after) == (operator, before, after)]
+    assert len(found) == 1, [m.diff for m in make_mutants(ROOT / "reference" / f"{exercise}.py", exercise, name)
+                             if m.operator == operator]
+    assert target in lost_targets(grade(only=(target,), files={f"{exercise}.py": found[0].source}))

@@ -172,6 +172,11 @@ MISTAKES = {
     "probe module that does not import": (
         lambda c: (c / "graders/probes/broken.py").write_text("import torch\nraise ImportError('no such thing')\n"),
         "the course's probes do not import: "),
+    "check defined twice": (
+        lambda c: _edit(c / "graders/checks/visible/test_activations.py", "def test_leaves_its_input_unchanged",
+                        "def test_gradient_at_zero_is_zero_as_torch_relu"),
+        "visible/test_activations.py:24: test_gradient_at_zero_is_zero_as_torch_relu is defined twice (lines 19 and "
+        "24): Python keeps the second, so the first is never run"),
     "probe named like a built-in": (
         lambda c: (c / "graders/probes/dup.py").write_text(
             "from torchgrade.probes import probe\n\n@probe\ndef call(target, args, kwargs):\n    return 1\n"),
@@ -324,6 +329,24 @@ def test_a_hint_for_a_check_must_name_one_that_exists(course):
         validate_course(load_assignment(course), collect=False)
     hints.write_text(hints.read_text().replace("random_inputs:", "random_input:"))
     assert validate_course(load_assignment(course), collect=False) == []
+
+
+def test_a_hint_naming_a_check_that_a_second_definition_shadows_is_refused(course):
+    """The hint would be accepted (a check of that name exists: the second), while the check it was written
+    for never runs: the file is refused, with both lines, in a class as at the top level."""
+    checks = course / "graders/checks/visible/test_activations.py"
+    hints = course / "graders/hints.yaml"
+    hints.write_text(hints.read_text().replace(
+        "hints:\n", "hints:\n  activations.relu::test_passes_gradients_back_to_x:\n    values: the first one\n"))
+    checks.write_text(checks.read_text() + "\n\nclass TestMore:\n    def test_a(self):\n        pass\n\n"
+                      "    def test_a(self):\n        pass\n")
+    with pytest.raises(CourseError, match=r"test_activations.py:\d+: TestMore.test_a is defined twice \(lines \d+ and"):
+        validate_course(load_assignment(course), collect=False)
+    checks.write_text(checks.read_text().split("\n\nclass TestMore")[0].replace(
+        "def test_matches_torch_relu_on_random_input", "def test_passes_gradients_back_to_x"))
+    with pytest.raises(CourseError, match=r"test_activations.py:13: test_passes_gradients_back_to_x is defined twice "
+                                          r"\(lines 8 and 13\)"):
+        validate_course(load_assignment(course), collect=False)
 
 
 def test_a_misspelt_target_on_the_command_line_gets_a_did_you_mean(course, inside):

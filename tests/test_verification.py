@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from torchgrade.authoring import verification
@@ -42,7 +43,7 @@ def _verdict(tmp_path: Path, name: str, reference: str, mutant: str, sent: list[
     requests.mkdir()
     (requests / f"calc.{name}.req").write_bytes(wire.encode([wire.encode(r) for r in sent]))
     assignment = SimpleNamespace(probes_dir=ROOT / "graders" / "probes", reference_dir=tmp_path / "reference")
-    found = verification.verify(assignment, {f"calc.{name}": [("m1", str(tmp_path / "mutant.py"))]}, requests,
+    found = verification.verify(assignment, {f"calc.{name}": [("m1", str(tmp_path / "mutant.py"), {})]}, requests,
                                 tmp_path, seed=0)
     return found[(f"calc.{name}", "m1")]
 
@@ -102,3 +103,33 @@ def test_a_mark_on_a_dropped_operator_index_is_tried_with_the_float_of_each_int(
     assert verdict.status == "differs", verdict
     assert "count_to(3.0)" in verdict.evidence and "TypeError" in verdict.evidence, verdict.evidence
     assert [what for what, _ in verification.variations(sent[0]) if "(a float)" in what] == ["argument 0 = 3.0 (a float)"]
+
+
+def test_the_search_adds_empty_inference_mode_default_dtype_and_list_inputs_and_reads_excludes():
+    """The inputs an outside auditor's found the search lacked, and the predicate of an outside-the-contract
+    mark: over the target's parameters by name, the exceptions raised and where the two differ."""
+    import torch
+
+    def pad(X, padding, value=0.0):
+        return X
+
+    request = {"probe": "call", "args": [torch.ones(2, 3), (1, 2)], "kwargs": {}, "options": {}}
+    made = dict(verification.variations(request))
+    assert tuple(made["argument 0 empty, shape (0,)"]["args"][0].shape) == (0,)
+    assert made["argument 1 a list, not a tuple"]["args"][1] == [1, 2]
+    inference = made["argument 0 made under torch.inference_mode()"]
+    fresh = verification._fresh(inference)
+    assert fresh["args"][0].is_inference() and not request["args"][0].is_inference()
+    assert "made under torch.inference_mode()" in verification.describe_request("pad", inference)
+    dtype = made["under default dtype float64"]
+    assert verification.observe(lambda: torch.zeros(1).dtype, "f", dict(dtype, args=[], probe="call"))["result"] \
+        == torch.float64 and torch.get_default_dtype() == torch.float32
+    negative = dict(request, args=[torch.ones(2, 3), (-1, 2)])
+    assert verification.excluded("any(p < 0 for p in padding) and value == 0", pad, negative)
+    assert not verification.excluded("any(p < 0 for p in padding)", pad, request)
+    assert not verification.excluded("no_such_name", pad, negative)  # raises: not excluded
+    assert verification.excluded("raised == ('ValueError', 'RuntimeError')", pad, request, ("ValueError", "RuntimeError"))
+    assert verification.excluded("difference.startswith('.result.stride')", pad, request, found=".result.stride: (1, 2)")
+    assert verification.parse_input("pad(torch.ones(5), 1)", "pad").args
+    with pytest.raises(ValueError, match="expected one call of pad"):
+        verification.parse_input("other(torch.ones(5))", "pad")

@@ -78,6 +78,8 @@ def _caller_tensors(args: list, watched: tuple[int, ...], caller: str, seed: int
 
     ``plain``: as sent (no grad). ``leaf_with_grad``: leaves that require grad and already hold a
     ``.grad``. ``non_leaf``: results of another graph (``leaf * 1``), whose leaf must get no grad.
+    ``inference``: made under ``torch.inference_mode()`` (valid float tensors; their detached alias
+    refuses ``requires_grad_``, a copy does not).
     """
     leaves = {}
     for i in watched:
@@ -87,6 +89,9 @@ def _caller_tensors(args: list, watched: tuple[int, ...], caller: str, seed: int
         elif caller == "leaf_with_grad":
             args[i] = leaves[i] = x.detach().requires_grad_(True)
             args[i].grad = grad_seed(x, seed + 100 + i)
+        elif caller == "inference":
+            with torch.inference_mode():
+                args[i] = leaves[i] = x.clone()
         elif caller == "non_leaf":
             leaves[i] = x.detach().requires_grad_(True)
             args[i] = leaves[i] * 1

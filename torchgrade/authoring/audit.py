@@ -31,6 +31,15 @@ the loops no check runs twice, the lines no mutant changes; for the author to lo
 An author marks the mutants that no check can tell apart from the reference (equivalent mutants)
 in ``equivalent-mutants.yaml`` beside the checks folder (graders/ in the bundled course), each with a
 one-line reason; they do not count. An entry that matches no mutant gets a note.
+
+"Verified" is the audit's claim, not the mark's: the mutant and the reference behave the same on every
+input its search tries (torchgrade/authoring/verification.py), the mark's own ``input:`` (a call of the
+target, evaluated on both sides) and its variations first. A mark with ``outside_contract:`` (the
+docstring's sentence, word for word) also has ``excludes:``, an expression over the target's parameters
+that is true for the inputs that sentence puts outside; it is verified only where every difference the
+search finds is one of those, and is counted apart ("outside the contract, verified"). A mark that a
+check kills, or that a search input tells apart, is overturned: counted, the audit not clean, with the
+check or the input that refutes it.
 """
 
 from __future__ import annotations
@@ -157,7 +166,7 @@ class MutantResult:
     how: str = ""  # "time limit" where a check ran out of time, "crashed" where the sandbox process died
     reason: str = ""  # an equivalent mutant's, or why a needs_cuda one needs more CUDA devices than were graded
     #: A marked mutant's verification (torchgrade/authoring/verification.py): verified | outside the contract |
-    #: unverified | overturned (the search found an input that tells it apart: it is a survivor)
+    #: unverified | overturned (a check kills it, or the search found an input that tells it apart: a survivor)
     mark: str = ""
     evidence: str = ""  # the input that shows a difference, or why the search could not run
 
@@ -194,7 +203,7 @@ class TargetAudit:
                 "killed_hidden_only": self.count("hidden"), "killed_crashed": self.count("crashed"),
                 "survived": self.count("survived"), "equivalent": self.count("equivalent"),
                 "needs_cuda": self.count("needs_cuda"),
-                "marks_verified": marks.count("verified") + marks.count("outside the contract"),
+                "marks_verified": marks.count("verified"), "marks_outside_contract": marks.count("outside the contract"),
                 "marks_unverified": marks.count("unverified"), "marks_overturned": marks.count("overturned")}
 
     @property
@@ -227,7 +236,7 @@ class Audit:
     @property
     def totals(self) -> dict:
         keys = ("made", "graded", "killed_visible", "killed_hidden_only", "killed_crashed", "survived", "equivalent",
-                "needs_cuda", "marks_verified", "marks_unverified", "marks_overturned")
+                "needs_cuda", "marks_verified", "marks_outside_contract", "marks_unverified", "marks_overturned")
         return {k: sum(t.figures[k] for t in self.targets) for k in keys}
 
     @property
@@ -240,11 +249,11 @@ class Audit:
 
     @property
     def clean(self) -> bool:
-        """No survivor, every mark verified, no visible check that no mutant fails and no check whose reference
+        """No survivor, every mark verified (none overturned), no visible check that no mutant fails and no check whose reference
         raises what it does not expect (the checks adding nothing, and the lines no check runs or no mutant
         changes, are for the author to look through: see the module's docstring and torchgrade/authoring/coverage.py)."""
-        return all(not t.survivors and not t.unmeasured and not t.figures["marks_unverified"] and not t.measures_nothing
-                   for t in self.targets)
+        return all(not t.survivors and not t.unmeasured and not t.figures["marks_unverified"]
+                   and not t.figures["marks_overturned"] and not t.measures_nothing for t in self.targets)
 
     def as_dict(self) -> dict:
         return {"title": self.title, "seed": self.seed, "max_per_target": self.max_per_target,
@@ -275,17 +284,33 @@ def load_equivalents(assignment: Assignment) -> tuple[dict[str, list[dict]], Pat
         raise AuditError(f"{path}: expected a mapping of exercise.target to a list of {{mutant, reason}}")
     for target, entries in data.items():
         if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and set(e) - {"needs_cuda_devices", "outside_contract", "input"} == {"mutant", "reason"}
+                isinstance(e, dict) and set(e) - {"needs_cuda_devices", "outside_contract", "input", "excludes"}
+                == {"mutant", "reason"}
                 and isinstance(e["mutant"], str) and isinstance(e["reason"], str) and e["reason"].strip()
                 and str(e.get("needs_cuda_devices", "1")).isdigit()
-                and ("outside_contract" in e) == ("input" in e)
-                and all(isinstance(e.get(k, "x"), str) and e.get(k, "x").strip() for k in ("outside_contract", "input"))
+                and ("outside_contract" in e) == ("excludes" in e) and ("outside_contract" not in e or "input" in e)
+                and all(isinstance(e.get(k, "x"), str) and e.get(k, "x").strip()
+                        for k in ("outside_contract", "input", "excludes"))
                 for e in entries):
             raise AuditError(f"{path}: {target}: expected a list of entries, each with `mutant:` (its id, or its "
-                             f"change as `before  →  after`), a one-line `reason:` and, for a mutant that only "
-                             f"CUDA devices can tell apart, `needs_cuda_devices:` (how many); a mutant that differs "
-                             f"only outside the contract has both `input:` (the input that shows it) and "
-                             f"`outside_contract:` (the docstring's sentence that puts that input outside)")
+                             f"change as `before  →  after`), a one-line `reason:`, optionally `input:` (a call of "
+                             f"the target that the search runs first) and, for a mutant that only CUDA devices can "
+                             f"tell apart, `needs_cuda_devices:` (how many); a mutant that differs only outside the "
+                             f"contract has `input:` (a call that shows it), `outside_contract:` (the docstring's "
+                             f"sentence that puts that input outside) and `excludes:` (an expression over the "
+                             f"target's parameters, true for the inputs that sentence excludes)")
+        from torchgrade.authoring.verification import parse_input
+
+        name = target.rpartition(".")[2]
+        for e in entries:
+            try:
+                if "input" in e:
+                    parse_input(e["input"], name)
+                if "excludes" in e:
+                    compile(" ".join(e["excludes"].split()), "<excludes>", "eval")
+            except (ValueError, SyntaxError) as error:
+                which = "excludes" if isinstance(error, SyntaxError) else "input"
+                raise AuditError(f"{path}: {target}: {e['mutant']}: `{which}:` {error}") from None
     return data, path
 
 
@@ -463,7 +488,7 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                 if entry is not None and "needs_cuda_devices" not in entry \
                         and results[m.id + m.target].verdict == "survived":
                     marked.setdefault(target.qualname, []).append(
-                        (m.id, str(work / target.qualname / m.id / f"{target.exercise}.py")))
+                        (m.id, str(work / target.qualname / m.id / f"{target.exercise}.py"), entry))
         verdicts = {}
         if marked:
             from torchgrade.authoring.verification import verify
@@ -489,9 +514,10 @@ def run_audit(assignment: Assignment, names: tuple[str, ...] = (), *, seed: int 
                                  f"{needs} CUDA device(s) but {', '.join(row.killed_by) or 'a check'} kills it here")
                 continue
             if entry is not None:
-                if row.verdict != "survived":
-                    notes.append(f"{equivalent_path.name}: {target.qualname}: {row.mutant.id} is marked equivalent "
-                                 f"but {', '.join(row.killed_by) or 'a check'} kills it: it is not equivalent")
+                if row.verdict != "survived":  # a check tells it apart: the mark is false
+                    row.mark = "overturned"
+                    row.evidence = (f"marked equivalent, but {', '.join(row.killed_by) or 'a check'} kills it"
+                                    + (f" ({row.how})" if row.how else ""))
                 else:
                     _judge_mark(row, entry, verdicts.get((target.qualname, row.mutant.id)),
                                 assignment.reference_dir / f"{target.exercise}.py", target.name)
@@ -531,18 +557,19 @@ def _judge_mark(row: MutantResult, entry: dict, verdict, reference: Path, name: 
     if verdict is None or verdict.status == "unverified":
         row.verdict, row.reason, row.mark = "equivalent", reason, "unverified"
         row.evidence = verdict.evidence if verdict is not None else "the search did not run"
-    elif verdict.status == "verified":
-        row.verdict, row.reason, row.mark = "equivalent", reason, "verified"
-        row.evidence = f"no difference on {verdict.inputs} input(s)"
-    elif "outside_contract" in entry:
+    elif verdict.status == "verified" and "outside_contract" in entry:
         sentence = " ".join(entry["outside_contract"].split())
         if sentence and sentence in _docstring(reference, name):
             row.verdict, row.reason, row.mark = "equivalent", reason, "outside the contract"
-            row.evidence = (f"differs on {' '.join(entry['input'].split())}, outside the contract: \"{sentence}\" "
-                            f"(the search: {verdict.evidence})")
+            row.evidence = (f"{verdict.outside} difference(s) on {verdict.inputs} input(s), each outside the contract "
+                            f"(excludes: {' '.join(entry['excludes'].split())}; \"{sentence}\")"
+                            + (f"; the first: {verdict.evidence}" if verdict.evidence else ""))
         else:
-            row.mark, row.evidence = "overturned", (f"{verdict.evidence} (the mark's sentence \"{sentence}\" is not in "
-                                                    f"{name}'s docstring)")
+            row.mark, row.evidence = "overturned", (f"the mark's sentence \"{sentence}\" is not in {name}'s docstring: "
+                                                    f"nothing puts its inputs outside the contract")
+    elif verdict.status == "verified":
+        row.verdict, row.reason, row.mark = "equivalent", reason, "verified"
+        row.evidence = f"no difference on {verdict.inputs} input(s)"
     else:
         row.mark, row.evidence = "overturned", verdict.evidence
 
@@ -629,14 +656,17 @@ def lines(audit: Audit) -> list[str]:
                    f"{f['killed_hidden_only']} only by hidden checks, {f['killed_crashed']} crashed, "
                    f"{f['survived']} survived, {f['equivalent']} equivalent"
                    + (f", {f['needs_cuda']} need more CUDA devices than graded here" if f["needs_cuda"] else ""))
-        if f["marks_verified"] + f["marks_unverified"] + f["marks_overturned"]:
-            out.append(f"  marks: {f['marks_verified']} verified, {f['marks_unverified']} unverified, "
-                       f"{f['marks_overturned']} overturned")
+        if f["marks_verified"] + f["marks_outside_contract"] + f["marks_unverified"] + f["marks_overturned"]:
+            out.append(f"  marks: {f['marks_verified']} verified, {f['marks_outside_contract']} outside the contract, "
+                       f"verified, {f['marks_unverified']} unverified, {f['marks_overturned']} overturned")
         for r in t.results:
             if r.verdict == "survived":
                 out.append(f"  survived {r.mutant.id}  {r.mutant.diff}")
                 if r.mark == "overturned":
                     out.append(f"    marked equivalent, but the audit's search tells it apart: {r.evidence}")
+        for r in t.results:
+            if r.mark == "overturned" and r.verdict != "survived":
+                out.append(f"  overturned mark {r.mutant.id}  {r.mutant.diff}: {r.evidence}")
         for r in t.results:
             if r.mark == "unverified":
                 out.append(f"  unverified mark {r.mutant.id}  {r.mutant.diff}  ({r.evidence})")
@@ -667,9 +697,10 @@ def lines(audit: Audit) -> list[str]:
                f"{total['survived']} survived, {total['equivalent']} equivalent"
                + (f", {total['needs_cuda']} need more CUDA devices than graded here" if total["needs_cuda"] else "")
                + (f"; {score:.0%} of the non-equivalent ones killed" if score is not None else ""))
-    marks = total["marks_verified"] + total["marks_unverified"] + total["marks_overturned"]
+    marks = total["marks_verified"] + total["marks_outside_contract"] + total["marks_unverified"] + total["marks_overturned"]
     if marks:
-        out.append(f"{marks} equivalence mark(s) tried: {total['marks_verified']} verified, {total['marks_unverified']} "
-                   f"unverified, {total['marks_overturned']} overturned (now survivors)")
+        out.append(f"{marks} equivalence mark(s) tried: {total['marks_verified']} verified, "
+                   f"{total['marks_outside_contract']} outside the contract, verified, {total['marks_unverified']} "
+                   f"unverified, {total['marks_overturned']} overturned")
     return out
 

@@ -43,7 +43,21 @@ make with tensor code, not a generic catalogue:
   like; this one every other: ``dim=``, ``retain_graph=``, ``rounding_mode=``), except one given as
   ``False`` or ``None`` (PyTorch's defaults);
 - ``input``: an input returned instead of the result (``return f(x)`` to ``return x``, for a parameter
-  ``x`` the returned computation reads).
+  ``x`` the returned computation reads);
+- ``shape``: a shape operation dropped, its receiver kept (``k.transpose(-2, -1)`` to ``k``, also ``permute``,
+  ``movedim``, ``swapaxes``, ``t()`` and the ``.T``/``.mT`` properties, as methods or ``torch.`` functions): heads
+  split without the transpose, a matrix product with the wrong side's layout; a check with square or
+  symmetric inputs lets it through;
+- ``argument``: one argument dropped from a call to another function of the exercise (or a class of it, or
+  the ``forward`` of a submodule made from one: ``self.attn = Attention(...)``) where the callee has a
+  default for it (``attention(q, k, v, mask)`` to ``attention(q, k, v)``; the arguments after it passed by
+  name): a mask, a scale or a flag forgotten on the way down, which only a check that passes one sees;
+- ``jump``: ``break`` made ``continue`` and ``continue`` made ``break`` (a validation loop that stops at the
+  first bad index, or a filter that stops at the first item to skip);
+- ``types``: a tuple of types narrowed in ``isinstance`` (``isinstance(v, (tuple, list))`` to
+  ``isinstance(v, tuple)``): a list refused, or taken the wrong way, where PyTorch takes one;
+- ``operand``: one operand of ``and``/``or`` dropped (``a or b`` to ``a`` and to ``b``): half of a
+  validation's condition forgotten, which only an input that only the other half catches shows.
 
 Kinds equivalent by construction are not made: a ``.detach()`` dropped or added inside the ``forward``
 or ``backward`` of an ``autograd.Function`` (autograd is off there); ``zeros`` made ``empty`` under
@@ -78,7 +92,8 @@ from pathlib import Path
 from torchgrade.authoring.stubs import BEGIN, END
 
 OPERATORS = ("cmp", "arith", "bool", "const", "raise", "branch", "default", "call", "inplace", "detach",
-             "outplace", "delete", "negate", "swap", "bounds", "keyword", "input")
+             "outplace", "delete", "negate", "swap", "bounds", "keyword", "input", "shape", "argument", "jump",
+             "types", "operand")
 
 _CMP = {ast.Lt: (ast.LtE, ast.GtE), ast.LtE: (ast.Lt, ast.Gt), ast.Gt: (ast.GtE, ast.LtE),
         ast.GtE: (ast.Gt, ast.Lt), ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,),
@@ -113,6 +128,9 @@ _NO_SWAP = {"add", "mul", "maximum", "minimum", "max", "min", "eq", "ne", "logic
 #: Where a variable of the same stem is read for its metadata only, both give the same: no ``swap``.
 _METADATA = {"shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_floating_point", "is_complex",
              "layout", "is_cuda"}
+#: Shape operations whose dropping leaves their receiver (``x.transpose(0, 1)``: ``x``), as methods or torch functions.
+_SHAPE_CALLS = {"transpose", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "t"}
+_SHAPE_PROPERTIES = {"T", "mT", "H", "mH"}
 #: ``zeros`` made one of these fills nothing where the tensor is empty.
 _UNFILLED = {"empty", "empty_like", "new_empty"}
 
@@ -378,6 +396,7 @@ class _Maker:
     # --- the kinds added for issue 36 ---
 
     def more(self, node: ast.AST) -> None:
+        self.issue48(node)
         if isinstance(node, ast.stmt):
             self.delete(node)
             if isinstance(node, (ast.If, ast.While)) and not all(  # (not where it only words an error message)
@@ -409,6 +428,81 @@ class _Maker:
             self.slices(node)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             self.similar(node)
+
+    # --- the kinds added for issue 48 ---
+
+    def issue48(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Break, ast.Continue)):
+            self.add("jump", node, "continue" if isinstance(node, ast.Break) else "break")
+        elif isinstance(node, ast.BoolOp):
+            for i in range(len(node.values)):  # one operand dropped
+                rest = node.values[:i] + node.values[i + 1:]
+                kept = rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+                self.add("operand", node, kept, wrap=isinstance(kept, (ast.IfExp, ast.Lambda, ast.NamedExpr)))
+        elif isinstance(node, ast.Attribute) and node.attr in _SHAPE_PROPERTIES and isinstance(node.ctx, ast.Load) \
+                and not self.in_raise(node):
+            self.add("shape", node, node.value, wrap=not isinstance(node.value, _ATOMS))
+        elif isinstance(node, ast.Call) and not self.in_raise(node):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _SHAPE_CALLS:
+                if isinstance(func.value, ast.Name) and func.value.id == "torch":
+                    if node.args and not isinstance(node.args[0], ast.Starred):
+                        self.add("shape", node, node.args[0], wrap=not isinstance(node.args[0], _ATOMS))
+                else:
+                    self.add("shape", node, func.value, wrap=not isinstance(func.value, _ATOMS))
+            if isinstance(func, ast.Name) and func.id == "isinstance" and len(node.args) == 2 \
+                    and isinstance(node.args[1], ast.Tuple) and len(node.args[1].elts) >= 2:
+                types = node.args[1].elts
+                for i in range(len(types)):  # one type of the tuple left out
+                    rest = types[:i] + types[i + 1:]
+                    self.add("types", node, ast.Call(func, [node.args[0], rest[0] if len(rest) == 1
+                                                            else ast.Tuple(rest, ast.Load())], []))
+            self.dropped_argument(node)
+
+    def callee(self, node: ast.Call) -> ast.arguments | None:
+        """The parameters of what a call calls, where it is the exercise's own: a function of the module, a class
+        of it (its ``__init__``), or ``self.<name>(...)`` where ``self.<name> = <a class of it>(...)`` (its forward)."""
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return self.functions[func.id].args
+        if isinstance(func, ast.Name) and func.id in self.classes:
+            init = self.method(self.classes[func.id], "__init__")
+            return init.args if init is not None else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            owner = self.parents.get(self.function_of(node))
+            for n in ast.walk(owner) if isinstance(owner, ast.ClassDef) else ():
+                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) \
+                        and n.value.func.id in self.classes and any(
+                            isinstance(t, ast.Attribute) and t.attr == func.attr and getattr(t.value, "id", "") == "self"
+                            for t in n.targets):
+                    forward = self.method(self.classes[n.value.func.id], "forward")
+                    return forward.args if forward is not None else None
+        return None
+
+    def method(self, cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+        return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+    def dropped_argument(self, node: ast.Call) -> None:
+        """One positional argument the callee has a default for dropped (those after it passed by name)."""
+        params = self.callee(node)
+        if params is None or params.vararg is not None or any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        positional = [*params.posonlyargs, *params.args]
+        if isinstance(self.parents.get(self.parents.get(params)), ast.ClassDef):
+            positional = positional[1:]  # self
+        first_default = len(positional) - len(params.defaults)
+        named = {k.arg for k in node.keywords}
+        for i in range(min(len(node.args), len(positional))):
+            if i < first_default:
+                continue
+            later = positional[i + 1:len(node.args)]
+            if any(p in params.posonlyargs or p.arg in named for p in later):
+                continue
+            new = copy.deepcopy(node)
+            new.args = node.args[:i]
+            new.keywords = [ast.keyword(p.arg, copy.deepcopy(a)) for p, a in zip(later, node.args[i + 1:])] \
+                + copy.deepcopy(node.keywords)
+            self.add("argument", node, new)
 
     def delete(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Expr):
@@ -588,6 +682,10 @@ class _Maker:
                 self.add("default", default, repr(other))
 
 
+#: Expressions that need no parentheses where another was (a receiver kept, an argument in its call's place).
+_ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+
+
 def _moved(bound: ast.expr, by: int) -> ast.expr:
     """``bound + 1`` or ``bound - 1`` (folded into a trailing constant: ``n - 1`` moved by one is ``n - 2``)."""
     if isinstance(bound, ast.BinOp) and isinstance(bound.op, (ast.Add, ast.Sub)) \
@@ -657,6 +755,8 @@ def make_mutants(path: Path, exercise: str, name: str) -> list[Mutant]:
     maker.own = own
     maker.siblings = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
                       and not n.name.startswith("_")}
+    maker.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    maker.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     maker.visit(tree)
     unique: dict[str, Mutant] = {}
     programs = {source}

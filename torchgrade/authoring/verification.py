@@ -15,9 +15,16 @@ stride (added in front, or one it has); 0-dim over a larger storage; overlapping
 size zero; another dtype (float64, float16, bfloat16, int32 for integers: so the arguments' dtypes
 mix); every ``requires_grad`` combination of its floating-point tensors; an int (or an int of a tuple
 of ints) made -1, 0, 1, moved by one, or the float of the same value (code that drops an
-``operator.index`` differs only there); a float made 0 or negative. They are deterministic: the same
-requests, in the same order, on every run; at most `LIMIT` per target (the checks' own first, the
-rest picked with the audit's seed).
+``operator.index`` differs only there); a float made 0 or negative; an empty 1-D tensor of the same
+dtype; a tensor (and every tensor at once) made under ``torch.inference_mode()``; the call under another
+default dtype; a list where a tuple is given. They are deterministic: the same requests, in the same
+order, on every run; at most `LIMIT` per target (the checks' own first, the rest picked with the
+audit's seed).
+
+A mark's own ``input:`` (a call of the target, `mark_requests`) and up to `MARK_LIMIT` of its variations
+run first, for that mutant. A mark with ``excludes:`` (an outside-the-contract mark) is verified only
+where every difference found is one its expression excludes (`excluded`): the search goes on past
+the differences it excludes and stops at the first it does not.
 
 It cannot run, and a mark stays "unverified", for a target whose checks send no request on the CPU (all
 of them CUDA-only, or skipped), or only requests of probes listed in `UNSUPPORTED_PROBES` (none now: the
@@ -31,6 +38,7 @@ worker starts again for the others.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import importlib.util
@@ -65,6 +73,7 @@ class Verdict:
     status: str  # verified | differs | unverified
     evidence: str = ""  # differs: the input and what differed; unverified: why; verified: how many inputs
     inputs: int = 0
+    outside: int = 0  # verified: the differences found that the mark's ``excludes:`` puts outside the contract
 
 
 # --- the variations ---
@@ -162,6 +171,10 @@ def describe_request(name: str, request: dict) -> str:
     """The call as the author would write it: ``view(tensor(float32, shape=(0,), storage of 6), 3)``."""
     parts = [_describe(a) for a in request["args"]] + [f"{k}={_describe(v)}" for k, v in request["kwargs"].items()]
     text = f"{name}({', '.join(parts)})"
+    if request.get("inference"):
+        text += " [" + ", ".join(_label(tuple(p)) for p in request["inference"]) + " made under torch.inference_mode()]"
+    if request.get("default_dtype"):
+        text += f" [under torch.set_default_dtype(torch.{request['default_dtype']})]"
     if request["probe"] not in ("call",):
         text += f" [probe {request['probe']}" + (f", options {_describe(request['options'])}"
                                                  if request["options"] else "") + "]"
@@ -222,8 +235,7 @@ def _replaced(request: dict, where: tuple, value: Any) -> dict:
     """The request with one argument (``("args", i)``, ``("kwargs", k)``, or one more index into it) replaced."""
     import torch
 
-    made = {"probe": request["probe"], "args": list(request["args"]), "kwargs": dict(request["kwargs"]),
-            "options": request["options"]}
+    made = dict(request, args=list(request["args"]), kwargs=dict(request["kwargs"]))
     container, key = made[where[0]], where[1]
     if len(where) == 2:
         container[key] = value
@@ -296,6 +308,33 @@ def variations(request: dict) -> Iterator[tuple[str, dict]]:
             made = _replaced(made, place, made[place[0]][place[1]].detach().requires_grad_(flag))
         if any(made[p[0]][p[1]].requires_grad != request[p[0]][p[1]].requires_grad for p in floats):
             yield "requires_grad " + ", ".join(f"{p[1]}={f}" for p, f in zip(floats, flags)), made
+    yield from _more_variations(request, places, tensors)
+
+
+def _more_variations(request: dict, places: list[tuple], tensors: list[tuple]) -> Iterator[tuple[str, dict]]:
+    """The variations added for issue 48: an empty tensor of each tensor's dtype, each tensor (and all of them)
+    made under ``torch.inference_mode()`` (a valid input whose detached alias refuses ``requires_grad_``), the
+    call under another default dtype, a list where a tuple is given."""
+    import torch
+
+    for place in tensors:
+        value = request[place[0]][place[1]]
+        if value.layout == torch.strided and tuple(value.shape) != (0,):
+            yield f"{_label(place)} empty, shape (0,)", _replaced(request, place, value.detach().new_empty((0,)).requires_grad_(
+                value.requires_grad and value.is_floating_point()))
+    plain = [p for p in tensors if not request[p[0]][p[1]].requires_grad and request[p[0]][p[1]].layout == torch.strided]
+    for place in plain:
+        yield f"{_label(place)} made under torch.inference_mode()", dict(request, inference=[list(place)])
+    if len(plain) > 1:
+        yield "every tensor made under torch.inference_mode()", dict(request, inference=[list(p) for p in plain])
+    if tensors:
+        default = torch.get_default_dtype()
+        other = torch.float64 if default != torch.float64 else torch.float32
+        yield f"under default dtype {str(other).replace('torch.', '')}", dict(request, default_dtype=str(other).replace("torch.", ""))
+    for place in places:
+        value = request[place[0]][place[1]]
+        if type(value) in (tuple, torch.Size):
+            yield f"{_label(place)} a list, not a tuple", _replaced(request, place, list(value))
 
 
 def plan(requests: list[dict], seed: int, qualname: str, limit: int = LIMIT,
@@ -346,8 +385,15 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 def _fresh(request: dict) -> dict:
-    """Its own copy of a request's inputs (strides, offsets and shared storage kept)."""
-    return copy.deepcopy(request)
+    """Its own copy of a request's inputs (strides, offsets and shared storage kept; a tensor the request makes
+    under ``torch.inference_mode()`` made there again: a copy is a normal tensor)."""
+    import torch
+
+    made = copy.deepcopy(request)
+    for container, key in request.get("inference", ()):
+        with torch.inference_mode():
+            made[container][key] = made[container][key].clone()
+    return made
 
 
 def _tensor_facts(t: Any, inputs: list) -> dict:
@@ -411,16 +457,28 @@ def observe(obj: Any, name: str, request: dict, seconds: float = CALL_SECONDS) -
     """What happens when `request` runs on `obj`: plain facts, or ``{"raised": type}``/``{"timeout": True}``."""
     import torch
 
-    from torchgrade.sandbox.probes import Target, run_probe
-
     request = _made_functions(_fresh(request))
     torch.random.default_generator.manual_seed(0)  # (torch.manual_seed asks every device backend: 8 ms a call)
+    default = torch.get_default_dtype()
+    if request.get("default_dtype"):
+        torch.set_default_dtype(getattr(torch, request["default_dtype"]))
+    try:
+        return _observe(obj, name, request, seconds)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _observe(obj: Any, name: str, request: dict, seconds: float) -> Any:
+    import torch
+
+    from torchgrade.sandbox.probes import Target, run_probe
+
     try:
         with _time_limit(seconds):
             if request["probe"] in DIRECT_PROBES:
                 inputs = _inputs_of(request)
                 try:
-                    out = obj(*request["args"], **request["kwargs"])
+                    out = getattr(obj, request.get("method") or "__call__")(*request["args"], **request["kwargs"])
                 except Exception as e:  # noqa: BLE001 - which exception is a fact
                     return {"raised": type(e).__name__, "inputs_after": [_tensor_facts(x, []) for x in inputs]}
                 try:
@@ -435,8 +493,11 @@ def observe(obj: Any, name: str, request: dict, seconds: float = CALL_SECONDS) -
                 facts["inputs_after"] = [_tensor_facts(x, []) | {"grad": None if x.grad is None else x.grad.clone()}
                                          for x in inputs]
                 return facts
-            outcome = run_probe(request["probe"], Target(obj, name), tuple(request["args"]), request["kwargs"],
-                                request["options"])
+            try:
+                outcome = run_probe(request["probe"], Target(obj, name), tuple(request["args"]), request["kwargs"],
+                                    request["options"])
+            except Exception as e:  # noqa: BLE001 - the probe itself cannot take this variation (its own setup)
+                return {"unusable": type(e).__name__}
             if "value" in outcome and isinstance(outcome["value"], dict) and "__raised__" in outcome["value"]:
                 return {"raised": outcome["value"]["__raised__"]}
             return {"probe": _facts(outcome.get("value"), []), "probe_error": "probe_error" in outcome}
@@ -530,25 +591,110 @@ def worker(job_path: str) -> None:
             out.write(json.dumps({"start": mutant["key"]}) + "\n")
             out.flush()
             obj = getattr(_load(Path(mutant["path"]), f"torchgrade_verify_{mutant['key']}"), name)
-            found = None
-            for what, request, facts in expected:
-                if facts.get("timeout"):
-                    continue  # the reference did not finish: nothing to compare
-                got = observe(obj, name, request)
-                found = difference(facts, got)
-                if found:
-                    found = f"{describe_request(name, request)} ({what}): {found}"
-                    break
-            verdict = {"key": mutant["key"], "status": "differs" if found else "verified", "evidence": found or "",
-                       "inputs": len(expected)}
+            try:
+                own = [(what, request, observe(reference, name, request))
+                       for what, request in mark_requests(mutant.get("input"), name)]
+            except Exception as e:  # noqa: BLE001 - the author's text: said, and the mark stays unverified
+                verdict = {"key": mutant["key"], "status": "unverified", "inputs": 0,
+                           "evidence": f"its input: cannot be evaluated ({type(e).__name__}: {e})"}
+            else:
+                verdict = _search(reference, obj, name, own + expected, mutant.get("excludes"))
+                verdict["key"] = mutant["key"]
             out.write(json.dumps(verdict) + "\n")
             out.flush()
             torch.set_grad_enabled(True)
 
 
-def verify(assignment: Any, marked: dict[str, list[tuple[str, str]]], requests_dir: Path, work: Path, seed: int,
+#: At most this many variations of a mark's own input are tried (before the checks' requests).
+MARK_LIMIT = 200
+
+
+def mark_requests(text: str | None, name: str) -> list[tuple[str, dict]]:
+    """A mark's ``input:`` (a call of the target, ``pad2d(torch.ones(5), 1)``) as a request, and its variations:
+    the search runs these first. ValueError where the text is not such a call."""
+    if not text:
+        return []
+    import math
+
+    import torch
+
+    call = parse_input(text, name)
+    scope = {"torch": torch, "math": math, "F": torch.nn.functional, "nn": torch.nn}
+    value = lambda node: eval(compile(ast.Expression(node), "<input>", "eval"), scope)  # noqa: E731, S307 - the course's text
+    request = {"probe": "call", "args": [value(a) for a in call.args],
+               "kwargs": {k.arg: value(k.value) for k in call.keywords}, "options": {}}
+    if isinstance(call.func, ast.Attribute):  # Function.apply(...)
+        request["method"] = "apply"
+    made = [("the mark's input", request)]
+    for what, varied in itertools.islice(variations(request), 1, MARK_LIMIT + 1):
+        made.append((f"the mark's input, {what}", varied))
+    return made
+
+
+def parse_input(text: str, name: str) -> ast.Call:
+    """A mark's ``input:`` parsed: one call of the target (``name(...)``, or ``name.apply(...)`` for an
+    autograd Function), with no ``*``/``**`` arguments. ValueError otherwise."""
+    try:
+        node = ast.parse(" ".join(text.split()), mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"not a Python expression ({e.msg})") from None
+    func = node.func if isinstance(node, ast.Call) else None
+    if func is None or ast.unparse(func) not in (name, f"{name}.apply") \
+            or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        raise ValueError(f"expected one call of {name}, such as {name}(torch.ones(2, 3), 1)")
+    return node
+
+
+def excluded(expression: str, obj: Any, request: dict, raised: tuple = (None, None), found: str = "") -> bool:
+    """Whether a mark's ``excludes:`` holds for a request: the expression, over the target's parameters by
+    name (defaults filled in), ``raised`` (the names of the exceptions the reference and the mutant raise
+    there, None for one that returns: where the contract lets either be raised) and ``difference`` (where
+    and how the two differ, as `difference` says it: ``.result.stride: ...`` where only strides do), is true. False where it
+    cannot be told (the arguments do not bind, or the expression raises): only a difference the predicate
+    positively excludes is outside the contract."""
+    import inspect
+    import math
+
+    import torch
+
+    try:
+        target = obj.forward if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
+        bound = inspect.signature(target).bind(*([None] if target is not obj else []), *request["args"],
+                                               **request["kwargs"])
+        bound.apply_defaults()
+        names = {k: v for k, v in bound.arguments.items() if k != "ctx"} | {"raised": raised, "difference": found}
+        # (one namespace: a generator expression in it sees the parameters, as it would not see eval's locals)
+        return bool(eval(expression, {"torch": torch, "math": math, "__builtins__": __builtins__, **names}))  # noqa: S307
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _search(reference: Any, obj: Any, name: str, expected: list, excludes: str | None) -> dict:
+    """Compare the mutant with the reference on each planned request: "differs" at the first difference the
+    mark's ``excludes:`` does not exclude (every difference, without one); "verified" otherwise, saying how many
+    differences were outside the contract and the first of them."""
+    outside, first_outside = 0, ""
+    for what, request, facts in expected:
+        if facts.get("timeout") or "unusable" in facts:
+            continue  # the reference did not finish, or the probe cannot take this input: nothing to compare
+        got = observe(obj, name, request)
+        found = difference(facts, got)
+        if not found:
+            continue
+        if excludes and excluded(excludes, reference, request, (facts.get("raised"), got.get("raised")), found):
+            found = f"{describe_request(name, request)} ({what}): {found}"
+            outside += 1
+            first_outside = first_outside or found
+            continue
+        found = f"{describe_request(name, request)} ({what}): {found}"
+        return {"status": "differs", "evidence": found, "inputs": len(expected)}
+    return {"status": "verified", "evidence": first_outside, "inputs": len(expected), "outside": outside}
+
+
+def verify(assignment: Any, marked: dict[str, list[tuple[str, str, dict]]], requests_dir: Path, work: Path, seed: int,
            say: Any = lambda text: None) -> dict[tuple[str, str], Verdict]:
-    """{(exercise.target, mutant id): Verdict} for the marked mutants (`marked`: target -> [(id, mutant file)])."""
+    """{(exercise.target, mutant id): Verdict} for the marked mutants (`marked`: target -> [(id, mutant file, its
+    mark: ``input:`` and ``excludes:`` are the search's)])."""
     results: dict[tuple[str, str], Verdict] = {}
     targets = []
     for qualname, mutants in marked.items():
@@ -562,12 +708,13 @@ def verify(assignment: Any, marked: dict[str, list[tuple[str, str]]], requests_d
         if not usable:
             why = ("no check of it sends a request on the CPU" if not probes else
                    f"its checks ask only for {', '.join(probes)}, which it cannot run")
-            for ident, _ in mutants:
+            for ident, *_ in mutants:
                 results[(qualname, ident)] = Verdict("unverified", f"cannot run the search: {why}")
             continue
         targets.append({"qualname": qualname, "exercise": exercise, "name": name, "requests": str(requests),
                         "reference": str(assignment.reference_dir / f"{exercise}.py"),
-                        "mutants": [{"key": f"{qualname}@{ident}", "id": ident, "path": path} for ident, path in mutants]})
+                        "mutants": [{"key": f"{qualname}@{ident}", "id": ident, "path": path, "input": entry.get("input"),
+                                     "excludes": entry.get("excludes")} for ident, path, entry in mutants]})
     pending = {m["key"]: (t["qualname"], m["id"]) for t in targets for m in t["mutants"]}
     attempt = 0
     while pending and attempt < 50:
@@ -596,7 +743,8 @@ def verify(assignment: Any, marked: dict[str, list[tuple[str, str]]], requests_d
                         current = item["start"]
                     elif item.get("key") in pending:
                         qualname, ident = pending.pop(item["key"])
-                        results[(qualname, ident)] = Verdict(item["status"], item["evidence"], item["inputs"])
+                        results[(qualname, ident)] = Verdict(item["status"], item["evidence"], item["inputs"],
+                                                             item.get("outside", 0))
                         current = None
                 done = process.wait() == 0
             finally:

@@ -141,10 +141,10 @@ def audit(targets: tuple[str, ...], seed: int, max_per_target: int | None, as_js
     diff; the visible checks no mutant fails or that add nothing over another; the reference's lines
     no check runs, the loops no check runs twice, the lines no mutant changes. Mark equivalent
     mutants in equivalent-mutants.yaml beside the checks folder (see docs/authoring.md): each mark
-    is verified by a search of the audit's own around the checks' inputs, and one it tells apart is
-    a survivor again.
+    is verified by a search of the audit's own (the mark's `input:` first, then around the checks'
+    inputs); one that a check kills or an input tells apart is overturned.
 
-    Exit status: 0 when every non-equivalent mutant is killed, every mark verified, every visible
+    Exit status: 0 when every non-equivalent mutant is killed, every mark verified (none overturned), every visible
     check kills one and none measures nothing (its reference raises what it does not expect), 1
     otherwise, 2 when the audit cannot run (a reference that fails its own checks).
     """

@@ -15,7 +15,9 @@ runs the one validation here, ``validate_course``, and refuses, with the file an
 - the reference lacks an exercise's module, or a module lacks one of its targets;
 - the hints file names an exercise, target or check the course does not have;
 - a target has no check at all (visible or hidden);
-- a check file does not import (``collect=True``: its module is imported, as pytest collects it).
+- a check file does not import (``collect=True``: its module is imported, as pytest collects it);
+- a check file defines one name twice (two ``def test_x``, at its top level or in one class): Python keeps
+  the second, so the first is never run and a hint naming it would be accepted for a check that is gone.
 
 Near misses of exercise, target, check and probe names get a "did you mean". A student bundle
 (``bundle.json`` beside its assignment file) has neither reference solutions nor hidden checks: the
@@ -70,9 +72,31 @@ def _parse(file: Path) -> ast.Module:
         raise CourseError(f"{file}: cannot be read as Python ({e})") from None
 
 
+def _defined_twice(file: Path, tree: ast.Module) -> None:
+    """CourseError for a name a check file defines twice in one scope (its top level, or one class)."""
+    for scope in [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]:
+        first: dict[str, int] = {}
+        for node in scope.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):  # `test_x = ...` after `def test_x` replaces it too
+                names = [t.id for t in node.targets if isinstance(t, ast.Name) and t.id in first]
+            else:
+                continue
+            for name in names:
+                if name in first:
+                    where = f"{scope.name}." if isinstance(scope, ast.ClassDef) else ""
+                    raise CourseError(f"{file}:{node.lineno}: {where}{name} is defined twice (lines {first[name]} and "
+                                      f"{node.lineno}): Python keeps the second, so the first is never run; give "
+                                      f"each its own name")
+                first[name] = node.lineno
+
+
 def _read(file: Path) -> tuple[list[_Check], list[tuple[int, str]]]:
-    """The checks of one file (name, line, target) and the probes it names (line, probe)."""
+    """The checks of one file (name, line, target) and the probes it names (line, probe); CourseError for a
+    name it defines twice."""
     tree = _parse(file)
+    _defined_twice(file, tree)
     module_target = None
     for node in tree.body:  # pytestmark = pytest.mark.target("name") marks every check of the file
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):

@@ -198,6 +198,29 @@ def test_leaves_the_callers_x_as_it_was_after_differentiating_twice(check, devic
     autograd_call(check, "cube", randn(check, 8, (3,), device=device), watch=True, hints=SECOND_HINTS)
 
 
+@pytest.mark.target("vjp")
+def test_takes_the_product_at_an_x_made_under_inference_mode(check, device):
+    x, v = randn(check, 82, (5,), (5,), device=device)
+    autograd_call(check, "cumsum_sin", x, v, caller="inference", hints=VJP_HINTS)
+
+
+@pytest.mark.target("jacobian")
+def test_builds_the_jacobian_at_an_x_made_under_inference_mode(check, device):
+    autograd_call(check, "notes_three_quarter_square", randn(check, 83, (2,), device=device), caller="inference",
+                  hints=JACOBIAN_HINTS)
+
+
+@pytest.mark.target("second_derivative")
+def test_differentiates_an_x_made_under_inference_mode(check, device):
+    autograd_call(check, "cube", randn(check, 80, (3,), device=device), caller="inference", hints=SECOND_HINTS)
+
+
+@pytest.mark.target("accumulated_grad")
+def test_works_on_w_and_x_made_under_inference_mode(check, device):
+    w, x = randn(check, 81, (1,), (1,), device=device)
+    autograd_call(check, w, x, 2, fn=False, watched=[[0, "w"], [1, "x"]], caller="inference", hints=ACCUMULATED_HINTS)
+
+
 @pytest.mark.target("accumulated_grad")
 def test_leaves_the_callers_w_and_x_as_they_were(check, device):
     w, x = randn(check, 9, (1,), (1,), device=device)

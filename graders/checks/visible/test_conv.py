@@ -92,6 +92,11 @@ def test_pads_rows_and_columns_by_a_pair(check, device):
 
 
 @pytest.mark.target("pad2d")
+def test_takes_the_pair_as_a_list_as_f_pad_does(check, device):
+    check(randn(check, 33, 3, 4, device=device), [2, 1])
+
+
+@pytest.mark.target("pad2d")
 def test_passes_gradients_back_to_the_unpadded_input(check, device):
     check(randn(check, 31, 3, 4, device=device), (1, 2), probe="call_with_grad")
 
@@ -99,6 +104,11 @@ def test_passes_gradients_back_to_the_unpadded_input(check, device):
 @pytest.mark.target("pool2d")
 def test_max_pools_the_notes_example(check, device):
     check(torch.tensor([[0.0, 1.0, 2.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], device=device), (2, 2))
+
+
+@pytest.mark.target("pool2d")
+def test_takes_a_pool_size_as_a_list_as_f_max_pool2d_does(check, device):
+    check(randn(check, 44, 4, 5, device=device), [2, 3])
 
 
 @pytest.mark.target("pool2d")
@@ -192,9 +202,11 @@ MULTI_IN_SHAPE_ERRORS = {
     "channel-counts-differ": ((2, 4, 4), (3, 2, 2)),
     "kernel-larger-than-x": ((2, 3, 3), (2, 4, 4)),
     "k-2d": ((2, 4, 4), (2, 2)),
+    "x-2d": ((2, 4), (2, 2, 2)),
     "empty-kernel": ((2, 4, 4), (2, 0, 2)),
     "kernel-of-width-0": ((2, 4, 4), (2, 2, 0)),
     "kernel-taller-than-x": ((2, 3, 4), (2, 4, 2)),
+    "kernel-wider-than-x": ((2, 4, 3), (2, 2, 4)),
 }
 
 
@@ -232,6 +244,8 @@ MULTI_IN_OUT_SHAPE_ERRORS = {
     "kernel-larger-than-x": ((2, 3, 3), (1, 2, 4, 4)),
     "kernel-of-width-0": ((2, 4, 4), (3, 2, 2, 0)),
     "kernel-taller-than-x": ((2, 3, 4), (1, 2, 4, 2)),
+    "kernel-wider-than-x": ((2, 4, 3), (1, 2, 2, 4)),
+    "x-2d-with-as-many-rows-as-k-has-channels": ((2, 4), (1, 2, 2, 2)),
 }
 
 
@@ -298,7 +312,7 @@ PAD_SHAPE_ERROR_ACCEPT = ("RuntimeError",)
 
 
 @pytest.mark.target("pad2d")
-@pytest.mark.parametrize("shape", [(5,), ()], ids=["1d", "0d"])
+@pytest.mark.parametrize("shape", [(5,), (), (0,)], ids=["1d", "0d", "1d-empty"])
 def test_refuses_an_input_with_fewer_than_2_dims(check, device, shape):
     check(torch.ones(shape, device=device), 1, accept=PAD_SHAPE_ERROR_ACCEPT, like="F.pad")
 

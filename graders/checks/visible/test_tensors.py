@@ -93,6 +93,7 @@ VIEW_ERRORS = {
     "minus-one-beside-a-zero-size": (lambda d: (torch.arange(6.0, device=d), -1, 0), ()),
     "a-dim-spanning-two-chunks": (lambda d: (torch.arange(6, device=d).reshape(2, 3).t(), 6), ()),
     "an-expanded-input-flattened": (lambda d: (torch.arange(3.0, device=d).reshape(3, 1).expand(3, 4), 12), ()),
+    "minus-one-where-the-other-sizes-do-not-divide-numel": (lambda d: (torch.arange(6.0, device=d), 4, -1), ()),
 }
 
 
@@ -151,7 +152,7 @@ def test_raises_runtime_error_for_an_invalid_shape(check, device, case):
 
 
 @pytest.mark.target("view")
-@pytest.mark.parametrize("shape", [(), (2.0, 12)], ids=["no-shape", "a-float-size"])
+@pytest.mark.parametrize("shape", [(), (2.0, 12), ((2, 3), 4)], ids=["no-shape", "a-float-size", "a-shape-and-a-size"])
 def test_raises_type_error_without_an_int_shape(check, device, shape):
     check(torch.arange(24.0, device=device), *shape, probe="view", like="Tensor.view")
 
@@ -176,6 +177,11 @@ def test_reads_an_int_as_a_one_dim_shape_and_skips_none(check):
 @pytest.mark.target("broadcast_shape")
 def test_returns_an_empty_tuple_for_no_shapes(check):
     check()
+
+
+@pytest.mark.target("broadcast_shape")
+def test_keeps_sizes_that_agree(check):
+    check((2, 3), (4, 2, 3))
 
 
 @pytest.mark.target("broadcast_shape")
@@ -262,6 +268,11 @@ SCATTER_ERRORS = {
     "index-larger-than-target-and-src-of-lower-rank": (
         lambda d: (torch.zeros(3, 4, device=d), 0, torch.zeros(1, 5, dtype=torch.long, device=d),
                    torch.ones(5, device=d)), ()),
+    # the index is larger than src along dim 0 and src has a lower rank: RuntimeError (not an IndexError from
+    # looking at a dim of src that is not there)
+    "index-larger-than-a-src-of-lower-rank": (
+        lambda d: (torch.zeros(3, 4, device=d), 1, torch.zeros(2, 1, dtype=torch.long, device=d),
+                   torch.ones(1, device=d)), ()),
     "index-out-of-range": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, 3]], device=d),
                                       torch.ones(3, 4, device=d)), ("IndexError",)),
     "negative-index": (lambda d: (torch.zeros(3, 4, device=d), 0, torch.tensor([[1, -1]], device=d),
