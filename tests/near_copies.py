@@ -7,7 +7,7 @@
 - `loops`: `for i in range(...)` written as a `while`, a list comprehension as a `for` that appends;
 - `commute`: the operands of `*` swapped, comparisons mirrored (`a < b` as `b > a`, `a == b` as `b == a`);
 - `extract`: the second half of each target's longest function moved into a module-level helper;
-- `inline`: a module-level helper the target calls with `x = helper(...)` or `return helper(...)` written
+- `inline`: a private module-level helper (`_name`) the target calls with `x = helper(...)` or `return helper(...)` written
   into the target.
 
 Each keeps the code's behaviour (the definitions keep their names: the grader imports them). Used by
@@ -271,7 +271,7 @@ def inline(text: str, targets: set[str], seed: int = 0) -> str:
     """Each call of a module-level helper that returns once, at its end, in `x = helper(...)` or
     `return helper(...)` inside a target, written out in the target (the helper stays for other callers)."""
     tree, _, _ = _tree(text)
-    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in targets}
+    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")}
     for node in tree.body:
         if getattr(node, "name", None) in targets:
             for f in _functions(node):
