@@ -205,7 +205,8 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     finally:
         signal.signal(signal.SIGTERM, previous)
         bar.close()
-    for line in summary_lines(result.records, result.graded, result.skipped, result.crashed, result.seconds):
+    for line in summary_lines(result.records, result.graded, result.skipped, result.crashed, result.seconds,
+                              [g.score for g in result.grades]):
         click.echo(line)
     click.echo(f"graded {len(result.grades)} submission(s) into {out}")
 
@@ -232,7 +233,8 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
         if not Ledger(folder).path.is_file():
             _fail(f"{folder}: no {Ledger(folder).path.name} (not a folder written by `torchgrade grade`)")
     try:  # the instructor's decisions (OUT/overrides.yaml), checked against the whole class before anything is written
-        decisions = Overrides.load(out, assignment, {name for folder in shards for name in Ledger(folder).load()})
+        decisions = Overrides.load(out, assignment, {name for folder in shards for name in Ledger(folder).load()},
+                                   graded=shards)
     except OverridesError as e:
         _fail(str(e))
     try:
