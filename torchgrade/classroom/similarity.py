@@ -20,7 +20,12 @@ Two measures (docs/class-grading.md defines both):
   weighs nearly nothing; a rare copy nearly its whole similarity.
 
 The reference and an optional folder of known solutions are compared with every student too (not with each
-other). Counts are sparse-free numpy matrix products per target, over the fingerprints two versions share.
+other). The counts are numpy matrix products per target, over the fingerprints two versions share; the
+students' modules are read in one worker process per core from POOL_FROM students on.
+
+Why not copydetect (a kept library: pygments tokens, winnowing): it compares whole files, while a copy is
+judged per target and with the helpers that target calls, which needs the syntax tree anyway; on the tree
+no reformatting can change a word. benchmarks/copydetect_comparison.py measures both on the same code.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torchgrade.engine.config import Assignment
 
@@ -44,8 +50,10 @@ CODE_FOLDER = "code"
 K = 6
 #: (target, pair) rows below this similarity are not listed (the page says so).
 THRESHOLD = 0.6
-#: The pairs whose code the page shows side by side (every pair is listed; --json gives every row).
+#: The pairs whose code the page shows side by side, and the most targets shown so in all (every pair is in
+#: the page's table; --json gives every row).
 MOST = 200
+BLOCKS = 400
 _BUILTINS = frozenset(dir(builtins))
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -71,10 +79,6 @@ class Version:
     grams: frozenset[int] = frozenset()
     where: dict[int, set[int]] = field(default_factory=dict)  # fingerprint: module lines it comes from
 
-    @property
-    def lines(self) -> list[str]:
-        return [text for _, lines in self.spans for text in lines]
-
 
 class _Words:
     """The word sequences (units) of a definition: one per simple statement, loop header, loop element."""
@@ -82,6 +86,7 @@ class _Words:
     def __init__(self, kept: set[str]):
         self.kept = kept
         self.units: list[tuple[list[str], range]] = []
+        self.names: set[str] = set()  # the other names read (helpers among them)
 
     # -- expressions -------------------------------------------------------------------------------------------
     def expr(self, node: ast.AST, context: str, lines: range) -> list[str]:
@@ -89,7 +94,10 @@ class _Words:
         if kind in _SILENT:
             return []
         if kind is ast.Name:
-            return [node.id if node.id in self.kept else "v"]
+            if node.id in self.kept:
+                return [node.id]
+            self.names.add(node.id)
+            return ["v"]
         if kind is ast.arg:
             return ["v"]
         if kind is ast.Attribute:
@@ -204,8 +212,15 @@ class _Words:
         self.unit(self.expr(node, context, lines), context, lines)
 
 
+_IDS: dict[str, int] = {}
+
+
 def _stable(word: str) -> int:
-    return zlib.crc32(word.encode("utf-8", "replace"))
+    """The word as a number that is the same in every process (crc32, not Python's salted str hash)."""
+    i = _IDS.get(word)
+    if i is None:
+        i = _IDS[word] = zlib.crc32(word.encode("utf-8", "replace"))
+    return i
 
 
 def _fingerprints(units: list[tuple[list[str], range]]) -> dict[int, set[int]]:
@@ -213,7 +228,7 @@ def _fingerprints(units: list[tuple[list[str], range]]) -> dict[int, set[int]]:
     A tuple of ints hashes alike in every process (crc32, not Python's salted str hash)."""
     found: dict[int, set[int]] = {}
     for words, lines in units:
-        ids = [_stable(w) for w in words if w]
+        ids = [_IDS.get(w) or _stable(w) for w in words if w]
         for i in range(max(1, len(ids) - K + 1)):
             found.setdefault(hash(tuple(ids[i:i + K])), set()).update(lines)
     return found
@@ -232,23 +247,6 @@ def _top(tree: ast.Module) -> dict[str, ast.AST]:
     return top
 
 
-def with_helpers(top: dict[str, ast.AST], name: str, targets: set[str]) -> list[ast.AST]:
-    """The definition of `name` and the module-level functions and classes it calls (and those call), other
-    targets left out (each is compared on its own)."""
-    found = [top[name]]
-    seen = {name}
-    pending = [top[name]]
-    while pending:
-        node = pending.pop()
-        for n in ast.walk(node):
-            helper = n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) else None
-            if helper and helper not in seen and helper not in targets and isinstance(top.get(helper), _DEFS):
-                seen.add(helper)
-                found.append(top[helper])
-                pending.append(top[helper])
-    return found
-
-
 def _kept(tree: ast.Module, targets: set[str]) -> set[str]:
     """The names that stay words: builtins, the targets' names (a contract) and what the module imports."""
     imported = {a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
@@ -263,10 +261,21 @@ def _span(node: ast.AST) -> tuple[int, int]:
     return first, last
 
 
-def _version(owner: str, lines: list[str], nodes: list[ast.AST], kept: set[str], source: bool) -> Version | None:
+def _version(owner: str, lines: list[str], top: dict[str, ast.AST], name: str, targets: set[str], kept: set[str],
+             source: bool) -> Version | None:
+    """`name`'s version: its definition and the module-level functions and classes it calls (and those call),
+    other targets left out (each is compared on its own). The names a definition reads are gathered as its
+    words are made, so the tree is walked once."""
     words = _Words(kept)
-    for node in nodes:
+    nodes, seen, pending = [], {name}, [name]
+    while pending:
+        node = top[pending.pop()]
+        nodes.append(node)
         words.statement(node, "")
+        for helper in sorted(words.names - seen):
+            seen.add(helper)
+            if helper not in targets and isinstance(top.get(helper), _DEFS):
+                pending.append(helper)
     where = _fingerprints(words.units)
     if not where:
         return None
@@ -294,7 +303,7 @@ def versions_of(owner: str, code: dict[str, str], targets: list[tuple[str, str]]
         top, kept, lines = _top(tree), _kept(tree, names), text.splitlines()
         for name in sorted(names):
             if name in top:
-                v = _version(owner, lines, with_helpers(top, name, names), kept, source)
+                v = _version(owner, lines, top, name, names, kept, source)
                 if v is not None:
                     found.append((f"{exercise}.{name}", v))
     return found
@@ -331,12 +340,12 @@ class Compared:
 
     target: str
     versions: list[Version]
-    rows: "object"  # numpy int arrays i, j; float arrays similarity, weighted
-    cols: "object"
-    similarity: "object"
-    weighted: "object"  # similarity x rarity of the shared fingerprints, for every pair that shares any
-    weighted_rows: "object"
-    weighted_cols: "object"
+    rows: Any  # numpy arrays: the rows at or above the threshold (i, j, similarity), the most similar first
+    cols: Any
+    similarity: Any
+    weighted: Any  # similarity x rarity of the shared fingerprints, for every pair (i, j) that shares any
+    weighted_rows: Any
+    weighted_cols: Any
 
     def pairs(self) -> list[Pair]:
         out = []
@@ -518,5 +527,10 @@ def render(report: Report, assignment: Assignment, links: dict[str, str], most: 
     """The page: pairs of people ranked by evidence, each opening to its targets and the matched lines."""
     from torchgrade.outputs.report import _env
 
-    return _env.get_template("similarity.html").render(report=report, most=most, assignment=assignment, links=links,
+    shown = blocks = 0
+    for p in report.pairs[:most]:
+        if shown and blocks + len(p.matches) > BLOCKS:
+            break
+        shown, blocks = shown + 1, blocks + len(p.matches)
+    return _env.get_template("similarity.html").render(report=report, most=shown, assignment=assignment, links=links,
                                                        k=K)
