@@ -301,10 +301,9 @@ class Overrides:
             grade.total = min(max(points + changed, 0.0), grade.max_score)
             grade.adjustments.insert(0, _adjustment(o, round(automatic, 4), round(points, 4), grade.max_score, review))
         for o in (o for o in self.decisions if o.student == grade.submission and o.kind == "penalty"):
-            before = grade.score
             grade.factor = 1.0 - (o.penalty or 0.0)
-            grade.adjustments.append(_adjustment(o, round(before, 4), grade.score, grade.max_score,
-                                                 self._review(o, content)))
+            # the score it was applied to is not torchgrade's own (other decisions may have set it): none is shown
+            grade.adjustments.append(_adjustment(o, None, grade.score, grade.max_score, self._review(o, content)))
         return grade
 
     def _review(self, o: Override, content: str | None) -> str:

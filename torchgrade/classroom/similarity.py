@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import math
 import os
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from torchgrade.engine.config import Assignment
 
@@ -439,26 +440,34 @@ def class_code(out: Path, names: tuple[str, ...]) -> dict[str, dict[str, str]]:
     return code
 
 
-@dataclass
 class Ranked:
-    """A pair of people with at least one target at or above the threshold: their evidence and those targets."""
+    """A pair of people with at least one target at or above the threshold: their evidence, how many targets,
+    and those targets (`matches`, the most similar first; made when asked: a class of copies has millions)."""
 
-    a: str
-    b: str
-    source: bool  # b is the reference or a known solution
-    evidence: float
-    matches: list[Pair]  # the targets at or above the threshold, the most similar first
+    def __init__(self, a: str, b: str, source: bool, evidence: float, count: int, make: Callable[[], list[Pair]]):
+        self.a, self.b, self.source, self.evidence, self.count, self._make = a, b, source, evidence, count, make
+
+    @functools.cached_property
+    def matches(self) -> list[Pair]:
+        return self._make()
+
+    def __repr__(self) -> str:
+        return f"Ranked({self.a!r}, {self.b!r}, evidence={self.evidence}, targets={self.count})"
 
 
 @dataclass
 class Report:
     pairs: list[Ranked]  # every pair with a target at or above the threshold, by evidence
-    rows: list[tuple[str, str, str, float]]  # (target, a, b, similarity): every row at or above the threshold
     evidence: dict[tuple[str, str], float]  # every pair that shares anything (a < b by name)
     students: int
     sources: list[str]
     targets: int
     threshold: float
+    #: Every (target, pair) row at or above the threshold: numpy arrays of target index, first and second
+    #: person's index, similarity; `names` and `target_names` name the indices.
+    table: tuple = ()
+    names: list[str] = field(default_factory=list)
+    target_names: list[str] = field(default_factory=list)
 
     @property
     def student_pairs(self) -> int:
@@ -466,7 +475,17 @@ class Report:
 
     @property
     def count(self) -> int:
-        return len(self.rows)
+        return len(self.table[0]) if self.table else 0
+
+    @property
+    def rows(self) -> list[tuple[str, str, str, float]]:
+        """(target, a, b, similarity) for every row at or above the threshold, the most similar first."""
+        if not self.table:
+            return []
+        t, a, b, s = self.table
+        found = [(self.target_names[ti], self.names[ai], self.names[bi], float(si))
+                 for ti, ai, bi, si in zip(t.tolist(), a.tolist(), b.tolist(), s.tolist())]
+        return sorted(found, key=lambda r: (-r[3], r[0], r[1], r[2]))
 
 
 #: From this many students on, the code is read in worker processes (one per core).
@@ -480,6 +499,8 @@ def _key(a: str, b: str) -> tuple[str, str]:
 def analyse(students: dict[str, dict[str, str]], assignment: Assignment, sources: dict[str, dict[str, str]],
             threshold: float = THRESHOLD) -> Report:
     """Every (target, pair) row at or above `threshold`, and every pair of people ranked by evidence."""
+    import numpy as np
+
     names = tuple(e.name for e in assignment.exercises)
     targets = [(t.exercise, t.name) for t in assignment.targets]
     owners = [*((o, c, True) for o, c in sources.items()), *((o, c, False) for o, c in students.items())]
@@ -496,26 +517,60 @@ def analyse(students: dict[str, dict[str, str]], assignment: Assignment, sources
         for qualname, v in versions:
             by_target.setdefault(qualname, []).append(v)
     stubs = dict(versions_of("stub", modules(assignment.stubs_dir, names), targets))
-    evidence: dict[tuple[str, str], float] = {}
-    matches: dict[tuple[str, str], list[Pair]] = {}
-    rows: list[tuple[str, str, str, float]] = []
-    for t in assignment.targets:
+    people = [o for o, _, _ in owners]  # sources first: in a pair with a source, the source has the lower index
+    index = {o: i for i, o in enumerate(people)}
+    n = len(people)
+    weights = np.zeros((n, n))
+    columns: list[list] = [[], [], [], []]  # target, lower index, higher index, similarity
+    target_names = [t.qualname for t in assignment.targets]
+    compared: list[Compared] = []
+    for ti, t in enumerate(assignment.targets):
         stub = stubs.get(t.qualname)
         versions = by_target.get(t.qualname, [])
-        compared = measure(versions, set(stub.grams) if stub else set(), t.qualname, threshold)
-        owner = [v.owner for v in versions]
-        for i, j, w in zip(compared.weighted_rows.tolist(), compared.weighted_cols.tolist(), compared.weighted.tolist()):
-            key = _key(owner[i], owner[j])
-            evidence[key] = evidence.get(key, 0.0) + w
-        for p in compared.pairs():
-            matches.setdefault((p.a.owner, p.b.owner) if p.b.source else _key(p.a.owner, p.b.owner), []).append(p)
-            rows.append((p.target, p.a.owner, p.b.owner, p.similarity))
-    ranked = [Ranked(a, b, ms[0].b.source, round(evidence.get(_key(a, b), 0.0), 4),
-                     sorted(ms, key=lambda p: (-p.similarity, p.target)))
-              for (a, b), ms in matches.items()]
-    ranked.sort(key=lambda r: (-r.evidence, -len(r.matches), r.a, r.b))
-    rows.sort(key=lambda r: (-r[3], r[0], r[1], r[2]))
-    return Report(ranked, rows, evidence, len(students), list(sources), len(assignment.targets), threshold)
+        c = measure(versions, set(stub.grams) if stub else set(), t.qualname, threshold)
+        compared.append(c)
+        where = np.array([index[v.owner] for v in versions], dtype=np.int64)
+        if len(c.weighted):
+            np.add.at(weights, (where[c.weighted_rows], where[c.weighted_cols]), c.weighted)
+        if len(c.rows):
+            i, j = where[c.rows], where[c.cols]
+            for column, values in zip(columns, (np.full(len(i), ti), np.minimum(i, j), np.maximum(i, j), c.similarity)):
+                column.append(values)
+    weights = weights + weights.T
+    lo, hi = np.nonzero(np.triu(weights, k=1))
+    evidence = {_key(people[a], people[b]): round(float(weights[a, b]), 4) for a, b in zip(lo.tolist(), hi.tolist())}
+    if not columns[0]:
+        return Report([], evidence, len(students), list(sources), len(target_names), threshold, (), people, target_names)
+    table = tuple(np.concatenate(column) for column in columns)
+    t_index, low, high, similarity = table
+    keys, inverse, counts = np.unique(low * n + high, return_inverse=True, return_counts=True)
+    keys_lo, keys_hi = keys // n, keys % n
+    pair_evidence = weights[keys_lo, keys_hi]
+    by_pair = np.argsort(inverse, kind="stable")  # the rows of each pair together, pair by pair
+    starts = np.concatenate(([0], np.cumsum(counts)))
+
+    held: dict[int, dict[int, Version]] = {}  # target: person's index: version (made when a page asks)
+
+    def make(k: int) -> Callable[[], list[Pair]]:
+        def matches() -> list[Pair]:
+            found = []
+            for row in by_pair[starts[k]:starts[k + 1]].tolist():
+                c = compared[int(t_index[row])]
+                mine = held.setdefault(int(t_index[row]), {index[v.owner]: v for v in c.versions})
+                a, b = mine[int(high[row])], mine[int(low[row])]  # the higher index is never a source
+                found.append(Pair(c.target, a, b, float(similarity[row])))
+            return sorted(found, key=lambda p: (-p.similarity, p.target))
+        return matches
+
+    order = np.lexsort((keys_hi, keys_lo, -counts, -pair_evidence))
+    ranked = []
+    for k in order.tolist():
+        first, second = people[int(keys_lo[k])], people[int(keys_hi[k])]
+        source = int(keys_lo[k]) < len(sources)
+        a, b = (second, first) if source else (first, second)
+        ranked.append(Ranked(a, b, source, round(float(pair_evidence[k]), 4), int(counts[k]), make(k)))
+    return Report(ranked, evidence, len(students), list(sources), len(target_names), threshold, table, people,
+                  target_names)
 
 
 def as_json(report: Report) -> dict:
@@ -529,8 +584,8 @@ def render(report: Report, assignment: Assignment, links: dict[str, str], most: 
 
     shown = blocks = 0
     for p in report.pairs[:most]:
-        if shown and blocks + len(p.matches) > BLOCKS:
+        if shown and blocks + p.count > BLOCKS:
             break
-        shown, blocks = shown + 1, blocks + len(p.matches)
+        shown, blocks = shown + 1, blocks + p.count
     return _env.get_template("similarity.html").render(report=report, most=shown, assignment=assignment, links=links,
                                                        k=K)
