@@ -251,6 +251,7 @@ def test_the_most_specific_decision_wins_a_penalty_applies_last_and_an_excused_c
                                                         ("late penalty 10%", 3.15)]
     index = (out / "index.html").read_text()
     assert "(torchgrade: 1.5)" not in index and "(torchgrade: 0)" in index
+    assert "excused — the check was not covered in class" in index and "3.15 of 5 — two days late" in index
 
     roster = tmp_path / "roster.csv"
     roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,submission\nAlice,1,,,,alice\nBob,2,,,,bob\nDan,4,,,,dan\n")
