@@ -578,14 +578,17 @@ def as_json(report: Report) -> dict:
     return {"pairs": [{"a": a, "b": b, "target": t, "similarity": round(s, 4)} for t, a, b, s in report.rows]}
 
 
-def render(report: Report, assignment: Assignment, links: dict[str, str], most: int = MOST) -> str:
-    """The page: pairs of people ranked by evidence, each opening to its targets and the matched lines."""
+def render(report: Report, assignment: Assignment, links: dict[str, str], most: int = MOST, blocks: int = BLOCKS) -> str:
+    """The page: pairs of people ranked by evidence, each opening to its targets and the matched lines (the
+    code of the first `most` pairs, `blocks` targets in all; every pair is in the table)."""
     from torchgrade.outputs.report import _env
 
-    shown = blocks = 0
+    shown: list[int] = []  # how many of each shown pair's targets show their code
     for p in report.pairs[:most]:
-        if shown and blocks + p.count > BLOCKS:
+        if blocks <= 0:
             break
-        shown, blocks = shown + 1, blocks + p.count
-    return _env.get_template("similarity.html").render(report=report, most=shown, assignment=assignment, links=links,
-                                                       k=K)
+        shown.append(min(p.count, blocks))
+        blocks -= shown[-1]
+    partial = len(shown) < len(report.pairs) or any(n < p.count for n, p in zip(shown, report.pairs))
+    return _env.get_template("similarity.html").render(report=report, shown=shown, most=len(shown), partial=partial,
+                                                       assignment=assignment, links=links, k=K)
