@@ -166,14 +166,16 @@ def test_a_check_a_target_and_the_whole_submission_each_set_their_own_points_nar
     decisions = Overrides.load(tmp_path, course, ["bob"])
     grade = decisions.apply(_grade(course), "dir:1")
     scores = [t.score for t in grade.tests]
-    assert scores == pytest.approx([0.4, 0.3, 1.5])  # the whole set to 1 of 5 (each check a fifth), then one check full
-    assert [t.automatic for t in grade.tests] == [2.0, 0.0, 0.0]
+    # the check's decision wins on its check; the whole is 1 plus what the narrower decision changed (0 -> 1.5);
+    # no point is spread over checks torchgrade scored 0
+    assert scores == pytest.approx([2.0, 0.0, 1.5]) and grade.score == 2.5
+    assert [t.automatic for t in grade.tests] == [None, None, 0.0]
     assert [a["scope"] for a in grade.adjustments] == ["the whole submission",
                                                        "check 'tensors.one_hot: infers the number of classes [cpu]'"]
     # read back from the instructor's copy: torchgrade's own scores, ready for the decisions to apply anew
     back = read_grade(results_document(grade, course, instructor=True))
     assert [t.score for t in back.tests] == [2.0, 0.0, 0.0] and back.output == ""
-    assert [t.score for t in decisions.apply(back, "dir:1").tests] == pytest.approx(scores)
+    assert [t.score for t in decisions.apply(back, "dir:1").tests] == pytest.approx(scores) and back.score == 2.5
     assert decisions.apply(_grade(course), "dir:2").adjustments[0]["review"].startswith("the submission changed")
 
 
@@ -184,3 +186,81 @@ def test_a_decision_for_a_check_the_submission_does_not_have_is_flagged_not_appl
         "- student: bob\n  check: 'tensors.one_hot: a check renamed since [cpu]'\n  verdict: passed\n  reason: r\n")
     grade = Overrides.load(tmp_path, course, ["bob"]).apply(_grade(course), None)
     assert grade.score == 2.0 and grade.adjustments[0]["review"].startswith("it covers no graded check")
+
+
+#: dan's one_hot needs num_classes: it fails "infers the number of classes" and passes the rest (3.5 of 5).
+NEEDS_NUM_CLASSES = """
+def one_hot(labels, num_classes=-1):
+    if num_classes == -1:
+        raise RuntimeError("give num_classes")
+    return (labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).to(torch.int64)
+"""
+INFERS = "tensors.one_hot: infers the number of classes [cpu]"
+
+
+def test_the_most_specific_decision_wins_a_penalty_applies_last_and_an_excused_check_leaves_the_total(course, tmp_path):
+    from tiny_course import student
+
+    cls = copy_class({"alice": "reference", "bob": "stub"}, tmp_path / "class")
+    student(cls / "dan", extra=NEEDS_NUM_CLASSES)
+    out = tmp_path / "out"
+    assert grade(course, str(cls), "--out", str(out)).exit_code == 0
+    assert _csv(out) == {"alice": "5.0", "bob": "0.0", "dan": "3.5"}
+
+    # A misspelt check is refused as a misspelt student is, once the class's checks are known.
+    (out / "overrides.yaml").write_text(f"- student: bob\n  check: '{INFERS.replace('classes', 'clases')}'\n"
+                                        "  verdict: passed\n  reason: r\n")
+    result = grade(course, str(cls), "--out", str(out))
+    assert result.exit_code == 2 and f"unknown check '{INFERS.replace('classes', 'clases')}' (did you mean '{INFERS}'?)" \
+        in result.output and "line 1" in result.output, result.output
+
+    (out / "overrides.yaml").write_text(f"""\
+- student: alice
+  points: 4
+  reason: regraded by hand
+- student: bob
+  points: 2
+  reason: partial credit for the write-up
+- student: bob
+  check: '{INFERS}'
+  verdict: passed
+  reason: shown working in the lab
+- student: bob
+  penalty: 0.1
+  reason: two days late
+- student: dan
+  check: '{INFERS}'
+  verdict: excused
+  reason: the check was not covered in class
+""")
+    result = grade(course, str(cls), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    # alice: the whole-score decision is her score, her checks keep torchgrade's points; bob: 2, plus the check
+    # his narrower decision gave (0 -> 1.5), then 10% off; dan: the excused check leaves the total (3.5 of 3.5)
+    expected = {"alice": 4.0, "bob": 3.15, "dan": 5.0}
+    assert {k: float(v) for k, v in _csv(out).items()} == expected
+    assert "score: mean 4.05" in result.output  # the run's summary reflects the decisions it applied
+    for name, score in expected.items():
+        assert _json(out / name / "results.json")["score"] == score
+        assert _json(out / name / "results.json")["extra_data"]["max_score"] == 5.0
+    assert [t["score"] for t in _json(out / "alice" / "results.json")["tests"]] == [2.0, 1.5, 1.5]
+    dan = {t["name"]: t for t in _json(out / "dan" / "results.json")["tests"]}
+    assert dan[INFERS]["extra_data"]["excused"] is True and "the check was not covered" in dan[INFERS]["output"]
+    bob = _json(out / "bob" / "instructor" / "results.json")["extra_data"]["adjustments"]
+    assert [(a["scope"], a["points"]) for a in bob] == [("the whole submission", 2.0), (f"check '{INFERS}'", 1.5),
+                                                        ("late penalty 10%", 3.15)]
+    index = (out / "index.html").read_text()
+    assert "(torchgrade: 1.5)" not in index and "(torchgrade: 0)" in index
+    assert "excused — the check was not covered in class" in index and "3.15 of 5 — two days late" in index
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,submission\nAlice,1,,,,alice\nBob,2,,,,bob\nDan,4,,,,dan\n")
+    for lms, column in (("canvas", 5), ("moodle", 1)):
+        book = tmp_path / f"{lms}.csv"
+        if lms == "moodle":
+            roster.write_text("Email address,submission\na@x,alice\nb@x,bob\nd@x,dan\n")
+        result = CliRunner().invoke(main, ["export", lms, str(out), "-o", str(book), "--roster", str(roster),
+                                           "--assignment", str(course.path)])
+        assert result.exit_code == 0, result.output
+        rows = list(csv.reader(io.StringIO(book.read_text())))
+        assert sorted(float(r[column]) for r in rows[2 if lms == "canvas" else 1:]) == sorted(expected.values())

@@ -250,7 +250,8 @@ def similarity(assignment, tmp_path_factory) -> Path:
     students["a-student-with-a-very-long-submission-folder-name_12345_67890"] = sim.modules(assignment.stubs_dir, names)
     report = sim.analyse(students, assignment, {"reference": reference})
     path = tmp_path_factory.mktemp("similarity") / sim.PAGE
-    path.write_text(sim.render(report, assignment, {name: f"{name}/report.html" for name in students}, most=12))
+    path.write_text(sim.render(report, assignment, {name: f"{name}/report.html" for name in students}, most=12,
+                               blocks=12))
     return path
 
 

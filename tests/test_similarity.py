@@ -1,24 +1,30 @@
-"""`torchgrade similarity OUT`: pairs of students with the same code for a target, found through renaming
-and reformatting (tests/near_copies.py makes the copies), with the stub's code left out, the reference and
-known solutions as sources, on a page linked from the class index."""
+"""`torchgrade similarity OUT`: pairs of students with the same code for a target, found through each kind of
+disguise (tests/near_copies.py makes the copies), with the stub's code left out, the reference and known
+solutions as sources; pairs of people ranked by evidence on a page linked from the class index, and every
+row for scripts (--json)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+import ast
 
 from torchgrade.classroom import similarity as sim
 from torchgrade.cli import main
 from torchgrade.engine.config import load_assignment
 
-from near_copies import near_copy
+from near_copies import DISGUISES, disguised_class, near_copy
 from tiny_course import make_course, student
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = (ROOT / "reference" / "tensors.py").read_text()
+COURSE = load_assignment(ROOT / "assignment.yaml")
+NAMES = tuple(e.name for e in COURSE.exercises)
+TARGETS = [(t.exercise, t.name) for t in COURSE.targets]
 
 #: A one_hot of a student's own, unlike the reference's (a comparison with arange, not a scatter).
 OWN_ONE_HOT = '''
@@ -74,6 +80,76 @@ def test_the_stubs_code_is_boilerplate():
     assert sim.compare(versions, set(), "t", 0.6)[0] and sim.compare(versions, boilerplate, "t", 0.0) == ([], 0)
 
 
+def _similarities(a: dict[str, str], b: dict[str, str]) -> dict[str, float]:
+    """Each target's similarity between two people's modules on the bundled course, the stub's code left out."""
+    stubs = dict(sim.versions_of("stub", sim.modules(COURSE.stubs_dir, NAMES), TARGETS))
+    mine, theirs = dict(sim.versions_of("a", a, TARGETS)), dict(sim.versions_of("b", b, TARGETS))
+    found = {}
+    for target in mine.keys() & theirs.keys():
+        pairs, _ = sim.compare([mine[target], theirs[target]], set(stubs[target].grams), target, 0.0)
+        found[target] = pairs[0].similarity if pairs else 0.0
+    return found
+
+
+@pytest.mark.parametrize("kind", DISGUISES)
+def test_each_disguise_of_the_reference_keeps_every_target_at_least_60_percent_similar(kind):
+    reference = sim.modules(COURSE.reference_dir, NAMES)
+    copy = {m: DISGUISES[kind](text, {t for e, t in TARGETS if e == m}) for m, text in reference.items()}
+    assert copy != reference  # the disguise changed something
+    found = _similarities(reference, copy)
+    assert len(found) == len(TARGETS)
+    assert {t: s for t, s in found.items() if s < sim.THRESHOLD} == {}
+
+
+def test_renaming_one_method_only_changes_nothing():
+    """The issue's case: backward's locals renamed, forward's kept (numbering across the class used to drop it)."""
+    text = (ROOT / "reference" / "functions.py").read_text()
+    tree = ast.parse(text)
+    linear = next(n for n in tree.body if getattr(n, "name", "") == "LinearFn")
+    backward = next(n for n in linear.body if getattr(n, "name", "") == "backward")
+    local = {a.arg for a in backward.args.args} | {n.id for n in ast.walk(backward) if isinstance(n, ast.Name)
+                                                    and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Name) and node.id in local:
+            node.id += "_renamed"
+        elif isinstance(node, ast.arg):
+            node.arg += "_renamed"
+    assert "grad_output_renamed" in ast.unparse(tree)
+    assert _similarities({"functions": text}, {"functions": ast.unparse(tree)})["functions.LinearFn"] == 1.0
+
+
+@pytest.fixture(scope="module")
+def disguised():
+    """A class of the fairness corpus's own solutions with six disguised pairs and two copies of the reference,
+    read as the command reads a graded class (no grading needed: similarity reads only the code)."""
+    students, copies, independent = disguised_class(ROOT / "tests" / "fairness", COURSE)
+    report = sim.analyse(students, COURSE, {"reference": sim.modules(COURSE.reference_dir, NAMES)})
+    return report, copies, independent
+
+
+def test_every_disguised_copy_of_an_independent_solution_is_at_least_60_percent_similar(disguised):
+    report, copies, _ = disguised
+    listed = {frozenset((p.a, p.b)): {m.target: m.similarity for m in p.matches} for p in report.pairs}
+    assert len(copies) == 7
+    for pair, targets in copies.items():
+        assert targets and targets <= set(listed[pair]), (sorted(pair), targets - set(listed[pair]))
+
+
+def test_the_copying_pairs_rank_above_every_pair_of_independent_students_by_evidence(disguised):
+    """The six disguised pairs and the two students who copied the reference (each with the reference, and
+    with each other) rank above every pair of independent students."""
+    report, copies, independent = disguised
+    copying = [tuple(sorted(pair)) for pair in copies] + [("ref-copy-1", "reference"), ("ref-copy-2", "reference")]
+    honest = [report.evidence.get((a, b), 0.0) for i, a in enumerate(independent) for b in independent[i + 1:]]
+    assert len(copying) == 9 and len(honest) == 19 * 18 // 2
+    assert min(report.evidence[pair] for pair in copying) > max(honest)
+    ranked = [tuple(sorted((p.a, p.b))) for p in report.pairs]
+    assert set(ranked[:9]) == set(copying)  # the page leads with them
+    # code every correct student writes alike weighs less than its similarity: evidence is below the sum
+    first = report.pairs[0]
+    assert first.evidence < sum(m.similarity for m in first.matches)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The tiny course graded for a class: ann and ben hand in the same own one_hot (ben's renamed and
@@ -104,22 +180,39 @@ def test_grade_keeps_each_students_modules_for_the_instructor(graded):
     assert not (out / "ann" / "code").exists()  # not beside the student's copy
 
 
-def test_the_similarity_page_ranks_the_copies_first_and_is_linked_from_the_index(graded):
+def test_the_page_leads_with_pairs_by_evidence_and_json_lists_every_row(graded):
     course, out, known = graded
-    result = CliRunner().invoke(main, ["similarity", str(out), "--known", str(known), "--assignment", str(course)])
+    result = CliRunner().invoke(main, ["similarity", str(out), "--known", str(known), "--json",
+                                                       "--assignment", str(course)])
     assert result.exit_code == 0, result.output
-    report = sim.analyse(sim.class_code(out, ("tensors",)), load_assignment(course),
-                         {"reference": sim.modules(ROOT / "reference", ("tensors",)),
-                          **sim.known_sources(known, ("tensors",))})
-    one_hot = [(p.a.owner, p.b.owner, round(p.similarity, 2)) for p in report.pairs if p.target == "tensors.one_hot"]
+    rows = json.loads(result.stdout)["pairs"]
+    assert rows and all(set(r) == {"a", "b", "target", "similarity"} and r["similarity"] >= sim.THRESHOLD for r in rows)
+    one_hot = {frozenset((r["a"], r["b"])): r["similarity"] for r in rows if r["target"] == "tensors.one_hot"}
     # ann, ben and the known solution share one code; cy copied the reference; dee's stub and eve's own are apart
-    assert {frozenset(pair[:2]) for pair in one_hot} == {frozenset(p) for p in (
+    assert set(one_hot) == {frozenset(p) for p in (
         ("ann", "ben"), ("ann", "known/last-term"), ("ben", "known/last-term"), ("cy", "reference"))}
-    assert all(s == 1.0 for *_, s in one_hot)
-    assert not any("dee" in (p.a.owner, p.b.owner) for p in report.pairs)
+    assert set(one_hot.values()) == {1.0}
+    assert not any("dee" in (r["a"], r["b"]) for r in rows)
+    report = sim.analyse(sim.class_code(out, ("tensors",)), load_assignment(course),
+                         {"reference": sim.modules(ROOT / "reference", ("tensors",)), **sim.known_sources(known, ("tensors",))})
+    assert len(report.rows) == len(rows)
+    assert [p.evidence for p in report.pairs] == sorted((p.evidence for p in report.pairs), reverse=True)
+    students = {frozenset((p.a, p.b)) for p in report.pairs if not p.source}
+    assert frozenset(("ann", "ben")) in students and len(students) == report.student_pairs <= 10  # pairs of 5, not rows
     page = (out / "similarity.html").read_text()
-    assert "ann" in page and "ben" in page and 'class="matched"' in page and 'href="ann/report.html"' in page
+    assert f"{report.student_pairs} pairs of students (of 10)" in page and "Pairs by evidence" in page
+    assert page.count('<details class="card pair"') == len(report.pairs)  # every pair listed, each opens
+    first = report.pairs[0]
+    assert page.index(f"1. {first.a} and {first.b}") < page.index('class="matched"')
+    assert 'href="ann/report.html"' in page and "helpers it calls" in page
     assert f'href="{sim.PAGE}"' in (out / "index.html").read_text()
+
+
+def test_the_page_escapes_what_students_wrote():
+    hostile = {"tensors": REFERENCE.replace("def one_hot", "# <script>alert(1)</script>\ndef one_hot")}
+    report = sim.analyse({"<img src=x>": hostile, "b": hostile}, COURSE, {})
+    page = sim.render(report, COURSE, {})
+    assert "<script>alert" not in page and "<img src=x>" not in page and "&lt;img src=x&gt;" in page
 
 
 def test_a_folder_graded_without_kept_code_is_one_line_and_exit_2(graded, tmp_path):

@@ -86,6 +86,34 @@ def test_per_due_date_counts_before_the_due_date_then_again_until_the_late_one(t
     assert after.counted and after.used == 1
 
 
+def test_per_due_date_no_new_allowance_starts_after_the_late_due_date(tmp_path):
+    limit = parse({"count": 2, "per": "due_date"})
+    due, late = "2026-12-10T23:00:00-08:00", "2026-12-12T23:00:00-08:00"
+    between = [("2026-12-11T10:00:00-08:00", earlier_results(3.0)), ("2026-12-12T10:00:00-08:00", earlier_results(4.0))]
+    past = decide(limit, read_metadata(metadata(tmp_path / "m.json", "2026-12-13T08:00:00-08:00", between, due=due, late=late)))
+    assert not past.counted and past.used == 2 and past.kept["score"] == 4.0 and past.next_try is None
+    one = decide(limit, read_metadata(metadata(tmp_path / "m.json", "2026-12-13T08:00:00-08:00", between[:1], due=due, late=late)))
+    assert one.counted and one.used == 2  # the count between the due dates goes on after the late one
+
+
+def test_over_the_limit_with_the_last_results_missing_the_student_is_told_not_shown_older_scores(tiny, tmp_path):
+    previous = [("2026-12-02T09:00:00-08:00", earlier_results(5.0, counted=True, test="tensors.one_hot: older")),
+                ("2026-12-02T10:00:00-08:00", earlier_results(2.0, counted=True))]
+    path = metadata(tmp_path / "m.json", "2026-12-02T12:00:00-08:00", previous)
+    data = json.loads(path.read_text())
+    data["previous_submissions"][-1]["results"] = None  # Gradescope sends `results: null` for it
+    path.write_text(json.dumps(data))
+    document = _autograde(tiny, tmp_path, path)
+    assert document["score"] == 2.0 and document["tests"] == []  # the last counted one's score, not the older 5
+    assert "The results of your last counted submission (submitted 2026-12-02T10:00-08:00) are missing" in \
+        document["output"] and "those of your last counted submission" not in document["output"]
+    assert document["extra_data"]["submission_limit"]["counted"] is False
+    data["previous_submissions"][-1]["score"] = None  # nor its score: 0, and said so
+    path.write_text(json.dumps(data))
+    document = _autograde(tiny, tmp_path, path)
+    assert document["score"] == 0.0 and document["tests"] == [] and "neither its score nor its checks" in document["output"]
+
+
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
     """The tiny course with a limit of 2 per 24h, graded by `autograde` without a sandbox proof (tests of

@@ -41,10 +41,11 @@ from torchgrade.engine.scoring import Grade
 
 FILE_NAME = "overrides.yaml"
 SEEN_NAME = ".overrides-seen.json"
-VERDICTS = ("passed", "failed")
-_KEYS = ("student", "target", "check", "points", "verdict", "reason", "content")
-#: Narrower decisions are applied after wider ones, so that they win where both cover a check.
-_ORDER = {"submission": 0, "target": 1, "check": 2}
+VERDICTS = ("passed", "failed", "excused")
+_KEYS = ("student", "target", "check", "points", "verdict", "penalty", "reason", "content")
+#: The order decisions apply in: the most specific wins where two cover a check (a check's over its target's
+#: over the whole score's), and a late penalty applies last, to the total.
+_ORDER = {"submission": 0, "target": 1, "check": 2, "penalty": 3}
 
 
 class OverridesError(Exception):
@@ -63,6 +64,7 @@ class Override:
     verdict: str | None
     reason: str
     content: str | None
+    penalty: float | None = None  # a late penalty: the fraction of the total taken off
 
     @property
     def key(self) -> str:
@@ -77,6 +79,8 @@ class Override:
 
     @property
     def described(self) -> str:
+        if self.kind == "penalty":
+            return f"late penalty {self.penalty:.0%}"
         return {"submission": "the whole submission", "target": f"target {self.scope}"}.get(self.kind, f"check '{self.scope}'")
 
 
@@ -102,9 +106,25 @@ def _mapping_with_line(loader, node):
 _Lines.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_line)
 
 
-def parse(path: Path, assignment: Assignment, students: Iterable[str]) -> list[Override]:
-    """The decisions in `path`, checked against the class (`students`) and the course; OverridesError if any
-    is wrong. A file that is not there holds no decisions."""
+def check_names(folders: Iterable[Path]) -> set[str]:
+    """The checks' names as a graded student's results.json gives them (every grade lists every check, the
+    set-aside ones too): the first readable one in `folders` (output folders of `torchgrade grade`)."""
+    from torchgrade.engine.results import INSTRUCTOR_FOLDER
+
+    for folder in folders:
+        for path in sorted(Path(folder).glob(f"*/{INSTRUCTOR_FOLDER}/results.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                return {t["name"] for t in data["tests"]} | {t["name"] for t in data["extra_data"].get("skipped_checks", [])}
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return set()
+
+
+def parse(path: Path, assignment: Assignment, students: Iterable[str], checks: Iterable[str] = ()) -> list[Override]:
+    """The decisions in `path`, checked against the class (`students`), the course and its checks' names
+    (`checks`; none before anything is graded: then a decision for a check that is not there is flagged when
+    applied); OverridesError if any is wrong. A file that is not there holds no decisions."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -121,6 +141,7 @@ def parse(path: Path, assignment: Assignment, students: Iterable[str]) -> list[O
     if not isinstance(data, list):
         raise OverridesError(f"{path}: expected a list of decisions (- student: NAME ...), see docs/class-grading.md")
     students = set(students)
+    checks = set(checks)
     targets = {t.qualname for t in assignment.targets}
     found: list[Override] = []
     seen: dict[str, int] = {}
@@ -149,10 +170,22 @@ def parse(path: Path, assignment: Assignment, students: Iterable[str]) -> list[O
             kind, scope = "check", str(entry["check"])
             owner = scope.split(":", 1)[0]
             if owner not in targets:
-                raise OverridesError(f"{where}: unknown check '{scope}': a check's name starts with its target "
-                                     f"(exercise.target: ...), as results.json and the report give it")
-        if ("points" in entry) == ("verdict" in entry):
-            raise OverridesError(f"{where}: give either points or a verdict ({' or '.join(VERDICTS)})")
+                raise OverridesError(f"{where}: unknown check '{scope}'{_near(scope, checks)}: a check's name starts "
+                                     "with its target (exercise.target: ...), as results.json and the report give it")
+            if checks and scope not in checks:
+                raise OverridesError(f"{where}: unknown check '{scope}'{_near(scope, checks)} (no check of that name "
+                                     "in this class's results.json)")
+        penalty = entry.get("penalty")
+        if penalty is not None:
+            if kind != "submission" or "points" in entry or "verdict" in entry:
+                raise OverridesError(f"{where}: a penalty is a decision of its own, for the whole submission (no "
+                                     "target, check, points or verdict)")
+            if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not 0 <= penalty <= 1:
+                raise OverridesError(f"{where}: penalty: expected the fraction of the total taken off, from 0 to 1 "
+                                     f"(0.15 takes 15% off), got {penalty!r}")
+            kind = "penalty"
+        elif ("points" in entry) == ("verdict" in entry):
+            raise OverridesError(f"{where}: give either points, a verdict ({' or '.join(VERDICTS)}) or a penalty")
         points = entry.get("points")
         if points is not None:
             top = (assignment.max_score if kind == "submission" else
@@ -163,11 +196,15 @@ def parse(path: Path, assignment: Assignment, students: Iterable[str]) -> list[O
         verdict = entry.get("verdict")
         if verdict is not None and verdict not in VERDICTS:
             raise OverridesError(f"{where}: verdict: expected {' or '.join(VERDICTS)}, got {verdict!r}")
+        if verdict == "excused" and kind == "submission":
+            raise OverridesError(f"{where}: verdict: excused is for a check or a target (the whole submission cannot "
+                                 "leave its own total)")
         reason = str(entry.get("reason") or "").strip()
         if not reason:
             raise OverridesError(f"{where}: no reason (the student sees it: \"adjusted by the instructor: <reason>\")")
         override = Override(line, student, kind, scope, None if points is None else float(points), verdict, reason,
-                            str(entry["content"]) if entry.get("content") else None)
+                            str(entry["content"]) if entry.get("content") else None,
+                            None if penalty is None else float(penalty))
         if override.key in seen:
             raise OverridesError(f"{where}: a second decision for {student}, {override.described} (the first is at "
                                  f"line {seen[override.key]})")
@@ -186,9 +223,10 @@ class Overrides:
         self._changed = False
 
     @classmethod
-    def load(cls, out: Path, assignment: Assignment, students: Iterable[str]) -> "Overrides":
-        """DIR/overrides.yaml checked against `students`; OverridesError naming a wrong entry."""
-        decisions = parse(Path(out) / FILE_NAME, assignment, students)
+    def load(cls, out: Path, assignment: Assignment, students: Iterable[str], graded: Iterable[Path] = ()) -> "Overrides":
+        """DIR/overrides.yaml checked against `students` and the checks' names of the grades in DIR (or in the
+        `graded` folders: a merge's shards); OverridesError naming a wrong entry."""
+        decisions = parse(Path(out) / FILE_NAME, assignment, students, check_names([Path(out), *graded]))
         try:
             seen = json.loads((Path(out) / SEEN_NAME).read_text(encoding="utf-8"))
             seen = seen if isinstance(seen, dict) else {}
@@ -201,35 +239,82 @@ class Overrides:
 
     def apply(self, grade: Grade, content: str | None) -> Grade:
         """Set the instructor's decisions for this student on `grade` (in place; returned), from its automatic
-        scores; `content` is the submission's content hash (the ledger's), to flag decisions made on other files."""
+        scores; `content` is the submission's content hash (the ledger's), to flag decisions made on other files.
+
+        The rule (docs/class-grading.md): the most specific decision wins (a check's over its target's over the
+        whole score's); an excused check leaves the total (the other checks' share of their points, scaled to
+        the full points); a whole-score decision is the final score, changed only by what narrower decisions
+        change; a late penalty applies last, to the total."""
         for t in grade.tests:  # from the automatic scores, whatever was applied before
             if t.automatic is not None:
                 t.score, t.automatic, t.adjusted = t.automatic, None, ""
-        grade.adjustments = []
-        for o in (o for o in self.decisions if o.student == grade.submission):
-            tests = [t for t in grade.tests if t.status != "skipped" and o.covers(t)]
+            t.excused = False
+        grade.adjustments, grade.total, grade.factor = [], None, 1.0
+        automatic = sum(t.score for t in grade.tests)
+        whole: tuple[Override, float, str] | None = None
+        decided: set[int] = set()  # the checks a narrower decision set
+        for o in sorted((o for o in self.decisions if o.student == grade.submission), key=lambda o: -_ORDER[o.kind]):
+            review = self._review(o, content)
+            if o.kind == "penalty":
+                continue
+            if o.kind == "submission":
+                top = grade.max_score
+                whole = (o, top if o.verdict == "passed" else 0.0 if o.verdict == "failed" else min(o.points or 0.0, top),
+                         review)
+                continue
+            tests = [t for t in grade.tests if t.status != "skipped" and o.covers(t) and id(t) not in decided]
+            everything = [t for t in grade.tests if t.status != "skipped" and o.covers(t)]
             top = sum(t.max_score for t in tests)
-            review = ""
-            made_on = o.content or self.seen.get(o.key)
-            if content is not None and made_on is None:
-                self.seen[o.key] = content
-                self._changed = True
-            elif content is not None and made_on != content:
-                review = (f"the submission changed since this decision was made: review it, then add "
-                          f"`content: {content}` to it")
-            if not tests or top <= 0:
+            if not everything or sum(t.max_score for t in everything) <= 0:
                 review = review or "it covers no graded check of this submission: review it"
                 grade.adjustments.append(_adjustment(o, None, None, 0.0, review))
                 continue
-            automatic = sum(t.score for t in tests)
-            wanted = top if o.verdict == "passed" else 0.0 if o.verdict == "failed" else min(o.points or 0.0, top)
-            for t in tests:
-                if t.automatic is None:
+            if not tests:  # every check it covers has a decision of its own
+                review = review or "every check it covers has a decision of its own, which wins: review it"
+                grade.adjustments.append(_adjustment(o, None, None, 0.0, review))
+                continue
+            before = sum(t.score for t in tests)
+            if o.verdict == "excused":
+                for t in tests:
+                    t.automatic, t.excused, t.adjusted = t.score, True, o.reason
+                grade.adjustments.append(_adjustment(o, round(before, 4), None, round(top, 4), review, excused=True))
+            else:
+                # a target's points are its checks'; the checks a narrower decision set keep theirs
+                full = sum(t.max_score for t in everything)
+                wanted = top if o.verdict == "passed" else 0.0 if o.verdict == "failed" else min(o.points or 0.0, full) * top / full
+                for t in tests:
                     t.automatic = t.score
-                t.score = t.max_score * wanted / top
-                t.adjusted = o.reason
-            grade.adjustments.append(_adjustment(o, round(automatic, 4), round(wanted, 4), round(top, 4), review))
+                    t.score = t.max_score * wanted / top
+                    t.adjusted = o.reason
+                grade.adjustments.append(_adjustment(o, round(before, 4), round(sum(t.score for t in everything), 4),
+                                                     round(full, 4), review))
+            decided.update(id(t) for t in tests)
+        counted = [t for t in grade.tests if not t.excused]
+        total = sum(t.score for t in counted)
+        if len(counted) < len(grade.tests):  # excused checks leave the total: the rest scaled to the full points
+            room = sum(t.max_score for t in counted)
+            total = total * grade.max_score / room if room > 0 else grade.max_score
+            grade.total = total
+        if whole is not None:
+            o, points, review = whole
+            changed = total - automatic  # what the narrower decisions changed
+            grade.total = min(max(points + changed, 0.0), grade.max_score)
+            grade.adjustments.insert(0, _adjustment(o, round(automatic, 4), round(points, 4), grade.max_score, review))
+        for o in (o for o in self.decisions if o.student == grade.submission and o.kind == "penalty"):
+            grade.factor = 1.0 - (o.penalty or 0.0)
+            # the score it was applied to is not torchgrade's own (other decisions may have set it): none is shown
+            grade.adjustments.append(_adjustment(o, None, grade.score, grade.max_score, self._review(o, content)))
         return grade
+
+    def _review(self, o: Override, content: str | None) -> str:
+        """The flag of a decision made on other files than these (and the first content it was applied to kept)."""
+        made_on = o.content or self.seen.get(o.key)
+        if content is not None and made_on is None:
+            self.seen[o.key] = content
+            self._changed = True
+        elif content is not None and made_on != content:
+            return f"the submission changed since this decision was made: review it, then add `content: {content}` to it"
+        return ""
 
     def remember(self) -> None:
         """Keep the content each decision was first applied to (DIR/.overrides-seen.json), if that changed."""
@@ -241,10 +326,11 @@ class Overrides:
         self._changed = False
 
 
-def _adjustment(o: Override, automatic: float | None, points: float | None, top: float | None, review: str) -> dict:
+def _adjustment(o: Override, automatic: float | None, points: float | None, top: float | None, review: str,
+                excused: bool = False) -> dict:
     """What a grade records of one decision applied (results.json's extra_data.adjustments)."""
     return {"scope": o.described, "reason": o.reason, "automatic": automatic, "points": points, "max_score": top,
-            "review": review}
+            "review": review, **({"excused": True} if excused else {})}
 
 
 def none(out: Path | None = None) -> Overrides:

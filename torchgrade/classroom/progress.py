@@ -42,9 +42,10 @@ class Progress:
 
 
 def summary_lines(records: list[Record], graded: list[str], skipped: list[str], crashed: list[str],
-                  seconds: float) -> list[str]:
-    """The end-of-run summary: counts, scores, errors, time and rate, where the time went."""
-    scores = [r.score for r in records]
+                  seconds: float, scores: list[float] | None = None) -> list[str]:
+    """The end-of-run summary: counts, scores, errors, time and rate, where the time went. `scores`: the class's
+    scores with the instructor's decisions applied (a record keeps the score of its grading)."""
+    scores = [r.score for r in records] if scores is None else scores
     top = max((r.max_score for r in records), default=0.0)
     lines = [f"graded {len(graded)}, skipped {len(skipped)} already graded, {len(records)} in the class"]
     if scores:

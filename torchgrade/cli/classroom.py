@@ -205,7 +205,8 @@ def grade(paths: tuple[Path, ...], out: Path, jobs: int, device: str, assignment
     finally:
         signal.signal(signal.SIGTERM, previous)
         bar.close()
-    for line in summary_lines(result.records, result.graded, result.skipped, result.crashed, result.seconds):
+    for line in summary_lines(result.records, result.graded, result.skipped, result.crashed, result.seconds,
+                              [g.score for g in result.grades]):
         click.echo(line)
     click.echo(f"graded {len(result.grades)} submission(s) into {out}")
 
@@ -232,7 +233,8 @@ def merge(shards: tuple[Path, ...], out: Path, assignment_path: str | None, priv
         if not Ledger(folder).path.is_file():
             _fail(f"{folder}: no {Ledger(folder).path.name} (not a folder written by `torchgrade grade`)")
     try:  # the instructor's decisions (OUT/overrides.yaml), checked against the whole class before anything is written
-        decisions = Overrides.load(out, assignment, {name for folder in shards for name in Ledger(folder).load()})
+        decisions = Overrides.load(out, assignment, {name for folder in shards for name in Ledger(folder).load()},
+                                   graded=shards)
     except OverridesError as e:
         _fail(str(e))
     try:
@@ -356,12 +358,18 @@ def export(lms: str, graded: Path, output: Path, roster: Path | None, column: st
                    "with every student as the reference is.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="List pairs at least this similar (0 to 1; default 0.6).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"pairs": [{"a", "b", "target", "similarity"}, ...]}: every (target, pair) row at or above '
+                   "the threshold, for scripts (the page is written too).")
 @click.option("--assignment", "assignment_path", default=None, help=ASSIGNMENT_HELP)
-def similarity(graded: Path, known: Path | None, threshold: float | None, assignment_path: str | None) -> None:
+def similarity(graded: Path, known: Path | None, threshold: float | None, as_json: bool,
+               assignment_path: str | None) -> None:
     """Rank pairs of students with similar code, target by target: GRADED/similarity.html (after `grade`).
 
-    Renaming and reformatting do not hide a copy; the stub's code is left out; the reference and --known
-    are compared with every student. See docs/class-grading.md.
+    Pairs of people are ranked by evidence (target similarities weighted by how rare the shared code is);
+    renaming, reformatting, reordering, rewritten loops, swapped operands and helpers do not hide a copy;
+    the stub's code is left out; the reference and --known are compared with every student. See
+    docs/class-grading.md.
     """
     from torchgrade.classroom import similarity as sim
     from torchgrade.classroom.batch import report_link, write_class_pages
@@ -387,5 +395,13 @@ def similarity(graded: Path, known: Path | None, threshold: float | None, assign
         grades = []
     if len(grades) > 1:
         write_class_pages(grades, assignment, graded)  # index.html links to the new page
-    click.echo(f"wrote {graded / sim.PAGE}: {report.count} pair(s) at {report.threshold:.0%} or more, "
-               f"{len(students)} student(s), {len(sources)} source(s)")
+    summary = (f"wrote {graded / sim.PAGE}: {report.student_pairs} pair(s) of students share a target at "
+               f"{report.threshold:.0%} or more ({report.count} target row(s)), {len(students)} student(s), "
+               f"{len(sources)} source(s)")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(sim.as_json(report), indent=1))
+        click.echo(summary, err=True)
+    else:
+        click.echo(summary)

@@ -61,6 +61,8 @@ def _check_data(t: CheckResult, instructor: bool = False) -> dict[str, Any]:
         data["adjusted"] = t.adjusted
         if instructor and t.automatic is not None:
             data["automatic_score"] = t.automatic
+    if t.excused:  # out of the total (the grade's score is the other checks' share, scaled to the full points)
+        data["excused"] = True
     return data
 
 

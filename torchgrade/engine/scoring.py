@@ -33,6 +33,8 @@ class CheckResult:
     #: Where an instructor's decision set `score` (torchgrade/classroom/overrides.py): torchgrade's own score, and the reason.
     automatic: float | None = None
     adjusted: str = ""
+    #: An instructor excused this check: it leaves the total (overrides.py); its own points are kept.
+    excused: bool = False
 
 
 @dataclass
@@ -55,10 +57,15 @@ class Grade:
     hidden_output: str = ""
     #: The instructor's decisions applied to this grade (torchgrade/classroom/overrides.py; results.json's extra_data).
     adjustments: list[dict] = field(default_factory=list)
+    #: Set by the instructor's decisions (overrides.py): the total before a late penalty (None: the checks' sum),
+    #: and the fraction a late penalty leaves (applied last, to the total).
+    total: float | None = None
+    factor: float = 1.0
 
     @property
     def score(self) -> float:
-        return round(sum(t.score for t in self.tests), 4)
+        total = sum(t.score for t in self.tests) if self.total is None else self.total
+        return round(total * self.factor, 4)
 
     @property
     def max_score(self) -> float:

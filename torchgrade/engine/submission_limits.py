@@ -2,7 +2,8 @@
 
 The course's `submission_limit` (assignment.yaml) is a count per rolling period (`{count: 3, per: 24h}`:
 `30m`, `24h`, `7d`) or per due date (`{count: 5, per: due_date}`: that many before the due date, and that
-many again between it and the late due date). The autograder counts from Gradescope's
+many again between it and the late due date; after the late due date no new allowance starts: that second
+count goes on). The autograder counts from Gradescope's
 /autograder/submission_metadata.json, as Gradescope documents it
 (https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/): `created_at` (this
 submission's time), `assignment.due_date` and `assignment.late_due_date`, and `previous_submissions`,
@@ -77,6 +78,7 @@ class Previous:
 
     time: datetime
     results: dict | None
+    score: float | None = None  # the score Gradescope recorded for it (there even where results are not)
 
     @property
     def counted(self) -> bool:
@@ -110,8 +112,10 @@ def read_metadata(path: Path) -> Metadata:
     for i, entry in enumerate(previous):
         if not isinstance(entry, dict) or "submission_time" not in entry:
             raise ValueError(f"previous_submissions[{i}]: no submission_time")
-        results = entry.get("results")
-        earlier.append(Previous(_time(entry["submission_time"]), results if isinstance(results, dict) else None))
+        results, score = entry.get("results"), entry.get("score")
+        score = float(score) if isinstance(score, (int, float, str)) and not isinstance(score, bool) \
+            and re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", str(score)) else None
+        earlier.append(Previous(_time(entry["submission_time"]), results if isinstance(results, dict) else None, score))
     due, late = assignment.get("due_date"), assignment.get("late_due_date")
     return Metadata(created_at=_time(data["created_at"]) if "created_at" in data else _missing("created_at"),
                     due_date=_time(due) if due else None, late_due_date=_time(late) if late else None,
@@ -130,6 +134,8 @@ class Verdict:
     used: int
     kept: dict | None = None
     next_try: datetime | None = None
+    #: Over the limit: the last counted submission (its results may be missing from the metadata).
+    last: Previous | None = None
 
 
 def _window(limit: Limit, meta: Metadata) -> tuple[datetime | None, datetime | None]:
@@ -138,6 +144,8 @@ def _window(limit: Limit, meta: Metadata) -> tuple[datetime | None, datetime | N
     if limit.period is not None:
         return now - limit.period, None
     edges = [d for d in (meta.due_date, meta.late_due_date) if d is not None]
+    if meta.late_due_date is not None and now >= meta.late_due_date:  # no new allowance after the late due date
+        edges.remove(meta.late_due_date)
     start = max((d for d in edges if d <= now), default=None)
     end = min((d for d in edges if d > now), default=None)
     return start, end
@@ -153,23 +161,41 @@ def decide(limit: Limit, meta: Metadata) -> Verdict:
         inside = [p for p in counted if (start is None or p.time >= start) and (end is None or p.time < end)]
     if len(inside) < limit.count:
         return Verdict(True, len(inside) + 1)
-    kept = next((p.results for p in reversed(counted) if p.results is not None), None)
+    last = counted[-1] if counted else None
+    kept = last.results if last is not None else None  # the last counted one's, never an older one's
     if limit.period is not None:  # the oldest counted one in the window leaves it then
         next_try = inside[len(inside) - limit.count].time + limit.period
     else:
         next_try = end  # the next due date's window (None: no counted try is left)
-    return Verdict(False, len(inside), kept, next_try)
+    return Verdict(False, len(inside), kept, next_try, last)
 
 
 def over_limit_document(verdict: Verdict, limit: Limit, placeholder: dict) -> dict:
     """The results.json of a submission over the limit: the last counted one's score and tests, with why,
-    marked as not counted. `placeholder` (a score-0 document) stands in where no earlier results exist."""
-    kept = json.loads(json.dumps(verdict.kept)) if verdict.kept is not None else placeholder
+    marked as not counted. Where its results are missing from the metadata, the student is told so: the score
+    Gradescope recorded for it where there is one, no checks (`placeholder`, a score-0 document, gives the rest)."""
     when = (f"your next counted submission is possible from {verdict.next_try.isoformat(timespec='minutes')}"
             if verdict.next_try is not None else "no counted submission is left")
-    message = (f"Submission limit reached ({limit}; {verdict.used} counted): this submission was not graded, and "
-               f"the score and tests below are those of your last counted submission. {when[0].upper()}{when[1:]}.")
-    kept["output"] = "\n".join(part for part in (message, kept.get("output", "")) if part)
+    head = f"Submission limit reached ({limit}; {verdict.used} counted): this submission was not graded"
+    if verdict.kept is not None:
+        kept = json.loads(json.dumps(verdict.kept))
+        message = f"{head}, and the score and tests below are those of your last counted submission."
+    else:
+        kept = {k: v for k, v in placeholder.items() if k != "tests"}
+        kept["tests"], kept["output"] = [], ""
+        last = verdict.last
+        at = f" (submitted {last.time.isoformat(timespec='minutes')})" if last is not None else ""
+        if last is not None and last.score is not None:
+            kept["score"] = last.score
+            message = (f"{head}. The results of your last counted submission{at} are missing from what Gradescope "
+                       f"gave the autograder, so its checks cannot be shown here; the score below is the one "
+                       f"Gradescope recorded for it.")
+        else:
+            kept["score"] = 0.0
+            message = (f"{head}. The results of your last counted submission{at} are missing from what Gradescope "
+                       f"gave the autograder, so neither its score nor its checks can be shown here (this one "
+                       f"scores 0; Gradescope keeps the earlier one in your submission history).")
+    kept["output"] = "\n".join(part for part in (f"{message} {when[0].upper()}{when[1:]}.", kept.get("output", "")) if part)
     extra = kept.setdefault("extra_data", {})
     extra[MARK] = {"counted": False, "limit": str(limit), "used": verdict.used,
                    "next_try": verdict.next_try.isoformat() if verdict.next_try is not None else None}
