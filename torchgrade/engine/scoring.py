@@ -55,6 +55,13 @@ class Grade:
     hidden_output: str = ""
     #: The instructor's decisions applied to this grade (torchgrade/classroom/overrides.py; results.json's extra_data).
     adjustments: list[dict] = field(default_factory=list)
+    #: The modules graded from a notebook, by the notebook's file name ({"attention": "attention.ipynb"}):
+    #: pages and messages name such a module by its file.
+    notebooks: dict[str, str] = field(default_factory=dict)
+
+    def file_of(self, exercise: str) -> str:
+        """The file a student handed in for `exercise`: its notebook, else `<exercise>.py`."""
+        return self.notebooks.get(exercise) or f"{exercise}.py"
 
     @property
     def score(self) -> float:
