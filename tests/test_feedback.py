@@ -300,6 +300,7 @@ def test_a_module_graded_from_a_notebook_is_named_by_its_file_and_its_reruns_che
     assert view.failures[0].rerun == "torchgrade check tensors.view::test_x --device cpu --path notebooks"
     # the student's own `--path` and the kernel's magic are kept as they are
     assert build(grade, assignment, path="mine").failures[0].rerun.endswith("--path mine")
+    assert "--path" not in build(grade, assignment, path="").failures[0].rerun  # `check` of the default folder
     assert build(grade, assignment, command="%torchgrade check").failures[0].rerun == \
         "%torchgrade check tensors.view::test_x --device cpu"
     plain = Grade(submission="bob", devices=["cpu"], tests=grade.tests)

@@ -221,8 +221,9 @@ def _check_view(result: CheckResult, instructor: bool, path: str | None, assignm
 def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, path: str | None = None,
           assignment_arg: str | None = None, command: str = CHECK_COMMAND) -> SubmissionView:
     """The view of one grade; `path` and `assignment_arg` are the --path and --assignment to repeat in
-    rerun commands (None: the default, which for a module graded from a notebook is the course's
-    `notebooks/`), `command` what they start with."""
+    rerun commands, `command` what they start with. `path` "" is the default folder (`torchgrade check`
+    without --path); None, a folder not known (a report of `grade` or the autograder): the student's
+    own, where a module graded from a notebook is in the course's `notebooks/`."""
     by_target: dict[tuple[str, str], list[CheckView]] = {}
     missing = _missing_lines(assignment)
     for result in grade.tests:
