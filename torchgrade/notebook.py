@@ -198,6 +198,10 @@ def check(*targets: str, assignment: str | Path | None = None, device: str = "al
     except CheckerError as e:
         _checkers.pop(str(course.path), None)
         return Verdicts(rows=[], text=f"torchgrade: error: {e}", status=2)
+    except KeyboardInterrupt:  # the cell was interrupted: its answer would come to the next check, so no next
+        _checkers.pop(str(course.path), None)
+        running.close()
+        raise
     if reply.get("restart"):  # the grader itself failed: the next check starts a fresh checker
         _checkers.pop(str(course.path), None)
         running.close()
@@ -329,7 +333,12 @@ def serve(assignment_path: str) -> None:
         for line in sys.stdin:
             if not line.strip():
                 continue
-            answers.write(json.dumps(grader.grade(json.loads(line))) + "\n")
+            try:
+                reply = grader.grade(json.loads(line))
+            except Exception as e:  # the grader's own failure: said, and the next check starts a fresh checker
+                reply = {"status": 2, "text": f"torchgrade: error: the checker failed: {type(e).__name__}: {e}",
+                         "restart": True}
+            answers.write(json.dumps(reply) + "\n")
             answers.flush()
     finally:
         grader.close()
