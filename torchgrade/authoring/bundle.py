@@ -227,7 +227,7 @@ upload this folder, `!pip install -q ./{folder}` and `%cd {folder}`), open a not
 (`%load_ext torchgrade`), write each function in its cell and run the check cell below it
 (`%torchgrade check {target}`). A failing check prints a `rerun:` line: paste it into a cell to run that
 check again. From a terminal in this folder, `torchgrade check --path notebooks` checks the saved notebooks.
-Hand in the notebook, `{module}.ipynb`.
+Hand in each notebook under its own name (`{module}.ipynb` for `{module}`).
 """
 NOTEBOOKS_ZH = """
 ### 在 Jupyter 或 Colab 中练习
@@ -237,7 +237,7 @@ NOTEBOOKS_ZH = """
 `!pip install -q ./{folder}` 和 `%cd {folder}`），打开 notebook，先运行第一个单元（`%load_ext torchgrade`），
 在各自的单元中实现函数，再运行它下面的检查单元（`%torchgrade check {target}`）。检查未通过时会打印一行
 `rerun:`，把它粘贴到一个单元中运行即可单独重跑这项检查。在本目录的终端中，`torchgrade check --path notebooks`
-检查已保存的 notebook。提交 notebook 文件 `{module}.ipynb`。
+检查已保存的 notebook。提交时保留每个 notebook 的文件名（`{module}` 对应 `{module}.ipynb`）。
 """
 
 
