@@ -65,6 +65,11 @@ def test_refuses_heads_that_do_not_divide_the_dimension(check):
     check(6, 4)
 
 
+@pytest.mark.target("Split")
+def test_splits_the_last_dimension(check):
+    check(6, 2, probe="module_forward", options={"inputs": (torch.arange(12.0).reshape(2, 6),)})
+
+
 @pytest.mark.target("GELUFunction")
 def test_gradient_of_the_function(check):
     check(torch.linspace(-3, 3, 7, dtype=torch.float64), probe="function_grad")
@@ -163,6 +168,13 @@ def test_a_function_is_called_through_apply_in_the_message(course, tmp_path):
     wrong_forward = REFERENCE.replace("return x * torch.sigmoid(1.702 * x)", "return x * torch.sigmoid(x)")
     gelu = _grade(course, tmp_path, wrong_forward)["gradient of the function"]
     assert "called: GELUFunction.apply(float64 tensor of shape (7,)" in gelu, gelu
+
+
+def test_a_module_forward_failure_shows_the_inputs_of_the_forward_call(course, tmp_path):
+    swapped = REFERENCE.replace("x.reshape(*x.shape[:-1], self.heads, -1)", "x.reshape(*x.shape[:-1], -1, self.heads)")
+    split = _grade(course, tmp_path, swapped)["splits the last dimension"]
+    assert "called: Split(6, 2)(float32 tensor of shape (2, 6) = [[0., 1., 2., 3., 4., 5.], [6., 7., 8., 9., 10., 11.]])" \
+        in split, split
 
 
 def test_hints_per_check_and_per_fact(course, tmp_path):

@@ -97,6 +97,11 @@ def test_the_stubs_are_freshly_generated_and_the_assignment_points_at_the_record
     assert "torchgrade check" in readme and "中文说明" in readme
     # this course asks for Chinese docstring summaries (chinese_summaries: true), and has hidden checks
     assert "in English and in Chinese" in readme and "用中英文说明" in readme and "hidden checks" in readme
+    # built with notebooks: both languages say how to work in them, and the torch pyproject.toml allows
+    english, chinese = readme.split("## 中文说明")
+    assert '"torch>=2.7"' in (unpacked / "pyproject.toml").read_text()
+    for text, torch_range in ((english, "(torch 2.7 or newer)"), (chinese, "（torch 2.7 或更新版本）")):
+        assert "notebooks/" in text and "--path notebooks" in text and "%torchgrade check" in text and torch_range in text
 
 
 def _check(bundle: Path, report: Path, *args: str) -> subprocess.Popen:

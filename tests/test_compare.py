@@ -55,6 +55,18 @@ def test_integer_results_are_compared_exactly_and_big_tensors_are_not_printed():
                      "  (compared exactly)"]
 
 
+def test_a_nan_is_described_as_nan_and_the_errors_are_those_of_the_numbers():
+    expected = torch.tensor([1.0, 2.0, 3.0, float("nan")])
+    lines = str(mismatch(expected, torch.tensor([1.0, float("nan"), 3.5, 4.0]))).splitlines()
+    assert lines[:4] == ["the result: 3 of 4 elements differ (75.0%)",
+                         "  first difference at index (1,): expected 2, got NaN",
+                         "  1 of them NaN where a number was expected (the first at index (1,))",
+                         "  1 of them a number where NaN was expected (the first at index (3,))"]
+    assert lines[4] == "  largest absolute error 0.5 at index (2,); largest relative error 0.167"
+    only_nan = str(mismatch(torch.ones(3), torch.full((3,), float("nan"))))
+    assert "3 of them NaN where a number was expected" in only_nan and "inf" not in only_nan, only_nan
+
+
 def test_the_relative_error_ignores_elements_whose_expected_value_is_zero():
     text = str(mismatch(torch.tensor([0.0, 2.0]), torch.tensor([1.0, 3.0])))
     assert "largest relative error 0.5" in text

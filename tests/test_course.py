@@ -264,6 +264,20 @@ def test_the_probes_reference_page_is_generated_from_the_code():
     assert "`wrt` (default `(0,)`)" in page and "`state` (default `None`)" in page
 
 
+def test_the_guides_an_author_has_state_the_fairness_rules_and_cite_no_file_a_course_lacks():
+    """The checks guide (copied into every bundle) and docs/authoring.md state the rules themselves; no page
+    sends an author to exercises.md or tests/conftest.py, which neither the package nor a new course has;
+    the guide says what becomes of a CUDA check without CUDA as the course's cuda_standin says."""
+    guide = (ROOT / "graders" / "checks" / "README.md").read_text(encoding="utf-8")
+    for text in (guide, (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")):
+        assert "Fairness rules" in text and "One claim per check" in text and "Exception types" in text
+        assert "Nothing the contract leaves free is compared" in text
+    assert "cuda_standin" in guide and "CUDA stand-in" in guide and "skipped with its reason where CUDA" not in guide
+    for page in [ROOT / "graders" / "checks" / "README.md", *(ROOT / "docs").glob("*.md")]:
+        text = page.read_text(encoding="utf-8")
+        assert "exercises.md" not in text and "tests/conftest.py" not in text, page
+
+
 def test_torchgrade_probes_lists_the_courses_own_beside_the_built_in_ones(course, inside):
     result = inside(course).invoke(main, ["probes"])
     assert result.exit_code == 0, result.output

@@ -286,6 +286,43 @@ def test_rerun_command(nodeid, device, command):
     assert rerun_command(result) == command
 
 
+def test_a_module_graded_from_a_notebook_is_named_by_its_file_and_its_reruns_check_notebooks(assignment):
+    """The terminal, the report and the printed-output headings say `tensors.ipynb`; a rerun line from the
+    report (`grade`, the autograder) checks the student's notebooks/ folder; a .py module keeps its name."""
+    grade = Grade(submission="alice", devices=["cpu"], notebooks={"tensors": "tensors.ipynb"}, tests=[
+        _result("tensors.view: matches [cpu]", "failed", output="called: view(x)\nthe result: expected 1, got 2")],
+        output="graded on: cpu\n--- printed by tensors.ipynb while importing ---\nhello")
+    view = build(grade, assignment)
+    text = click.unstyle("\n".join(terminal.render(view)))
+    page = render_report(grade, assignment)
+    assert "tensors.ipynb" in text and "tensors.py" not in text, text
+    assert "<code>tensors.ipynb</code>" in page and "tensors.py" not in page
+    assert view.failures[0].rerun == "torchgrade check tensors.view::test_x --device cpu --path notebooks"
+    # the student's own `--path` and the kernel's magic are kept as they are
+    assert build(grade, assignment, path="mine").failures[0].rerun.endswith("--path mine")
+    assert "--path" not in build(grade, assignment, path="").failures[0].rerun  # `check` of the default folder
+    assert build(grade, assignment, command="%torchgrade check").failures[0].rerun == \
+        "%torchgrade check tensors.view::test_x --device cpu"
+    plain = Grade(submission="bob", devices=["cpu"], tests=grade.tests)
+    assert "tensors.py" in click.unstyle("\n".join(terminal.render(build(plain, assignment))))
+    assert "--path" not in build(plain, assignment).failures[0].rerun
+    from torchgrade.engine.results import read_grade, results_document
+
+    assert read_grade(results_document(grade, assignment)).notebooks == {"tensors": "tensors.ipynb"}
+
+
+def test_the_cuda_note_draws_its_icon_with_no_font(assignment):
+    """An icon a fresh Linux's fonts lack (U+24D8) shows as an empty box: the note's icon is inline SVG."""
+    grade = Grade(submission="alice", devices=["cpu"], standin="score",
+                  tests=[_result("tensors.view: matches [cuda]", "passed", device="cuda", score=1.0)])
+    page = render_report(grade, assignment)
+    note = page[page.index('id="cuda-standin"'):]
+    note = note[:note.index("</div>")]
+    assert "<svg" in note and all(ord(c) < 0x2000 for c in note), note
+    for template in (ROOT / "torchgrade" / "templates").glob("*.html"):
+        assert "\u24d8" not in template.read_text(encoding="utf-8"), template
+
+
 # --- expected outcomes without the reference (what the student bundle relies on) ----------------
 
 def _view_request(x, *shape):

@@ -461,3 +461,27 @@ def test_a_notebook_handed_in_is_graded_as_its_module_with_messages_that_name_it
     failed = [t for t in document["tests"] if t["status"] == "failed"]
     assert failed and all('File "tensors.ipynb", cell 7, line 2, in broadcast_shape' in t["output"] for t in failed)
     assert "tensors.py" not in "".join(t["output"] for t in failed)
+
+
+def test_autograde_is_listed_and_the_docs_recipe_runs_a_built_autograder_on_a_submission_here(tmp_path):
+    """docs/exports.md's recipe, run as written in a course folder: the reference's files as the submission
+    score full marks; `torchgrade --help` lists the command run_autograder runs."""
+    import re
+
+    from tiny_course import make_course
+
+    listed = CliRunner().invoke(main, ["--help"])
+    assert re.search(r"^\s+autograde\s+Grade one submission", listed.output, re.MULTILINE), listed.output
+    recipe = re.search(r"<!-- recipe: autograder -->\s*```bash\n(.*?)```",
+                       (ROOT / "docs" / "exports.md").read_text(encoding="utf-8"), re.DOTALL).group(1)
+    course = make_course(tmp_path / "course")
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    shutil.copy(ROOT / "reference" / "tensors.py", submission / "tensors.py")
+    env = dict(os.environ, SUBMISSION=str(submission), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env.pop("TORCHGRADE_ISOLATION", None)
+    done = subprocess.run(["bash", "-e", "-c", recipe], cwd=course.parent, env=env, capture_output=True, text=True,
+                          timeout=550, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(done.stdout[done.stdout.index("\n{") + 1:])
+    assert results["score"] == results["extra_data"]["max_score"] > 0, results["output"]

@@ -88,14 +88,37 @@ def test_the_wheel_holds_the_engine_and_nothing_of_any_course(fresh):
     assert not [n for n in names if "hidden" in n or "reference" in n.split("/")[-1] or "/checks/" in n]
 
 
+def _first_command() -> tuple[str, str, str]:
+    """The README's first command block, with the text before it and the paragraph after it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Two commands"):text.index("## For students")]
+    before, block, after = re.match(r"(.*?)```bash\n(.*?)```\n(.*)", section, re.DOTALL).groups()
+    return before, block, after.strip().split("\n\n")[0]
+
+
+def test_the_readmes_first_command_says_what_it_needs_first_where_it_runs_what_it_shows_and_how_long():
+    before, block, after = _first_command()
+    assert "bubblewrap" in before and "root" in before  # the sandbox it needs, before the command
+    assert "inside a course folder" in before and "assignment.yaml" in before
+    grade = block.strip().splitlines()[-1]
+    assert grade.startswith("torchgrade grade reference exercises --out ")
+    assert "`reference: 100 / 100`" in after and "`exercises: 0 / 100`" in after
+    assert re.search(r"under \w+ minutes", after) and "status 0" in after
+
+
 def test_the_readmes_first_command_grades_the_reference_full_without_the_test_extras(fresh, tmp_path):
-    """`torchgrade grade reference exercises --out reports/demo`, in this course, with the installed engine."""
+    """The README's `torchgrade grade reference exercises --out reports/demo`, in this course, with the
+    installed engine: it prints what the README says it prints."""
     out = tmp_path / "demo"
     env = _env(fresh)
     where = _run(["python", "-c", "import torchgrade; print(torchgrade.__file__)"], cwd=tmp_path, env=env)
     assert not where.stdout.startswith(str(ROOT)), "the fresh environment imports this checkout's engine"
-    done = _run(["torchgrade", "grade", "reference", "exercises", "--out", str(out)], cwd=ROOT, env=env)
+    _, block, after = _first_command()
+    command = block.strip().splitlines()[-1].split()
+    done = _run([*command[:-1], str(out)], cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for shown in re.findall(r"`(\w+: \d+ / \d+)`", after):
+        assert shown in done.stdout.splitlines(), (shown, done.stdout[-2000:])
     reference = json.loads((out / "reference" / "results.json").read_text())
     stubs = json.loads((out / "exercises" / "results.json").read_text())
     assert reference["score"] == _max(reference) == 100, [t["output"] for t in reference["tests"] if t["score"] == 0][:5]

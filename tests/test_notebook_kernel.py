@@ -7,6 +7,8 @@ kernel's own state (its modules, its path, its folder, its variables) must be as
 from __future__ import annotations
 
 import json
+import re
+import os
 import subprocess
 import sys
 
@@ -80,3 +82,132 @@ def test_the_check_in_a_kernel_shows_the_verdicts_of_torchgrade_check_and_leaves
     assert 'File "tensors.ipynb", In [4], line 3, in broadcast_shape' in failure
     saved_failure = next(t["output"] for t in terminal["tests"] if "not yet" in t["output"])
     assert saved_failure == failure.replace("In [4]", "cell 4")
+
+
+#: The module's name as a .py file (not inside a check file's name, test_activations.py).
+PY_NAME = re.compile(r"(?<![\w/.])activations\.py\b")
+#: The student's answer in the course's notebook: wrong (|x| is not relu), and it prints while imported.
+WRONG_RELU = 'print("hello from the notebook")\n\n\ndef relu(x):\n    return x.abs()'
+#: After a check cell: which warm checker served it, how many checks it had served, and its rows.
+SERVED = ("# skip-grading\nimport json as _json\n"
+          "print(_json.dumps({'checker': _.checker, 'served': _.served, 'rows': [[r['name'], r['status']] for r in _.rows]}))")
+
+
+@pytest.mark.heavy
+def test_a_notebook_course_from_init_to_a_students_kernel_says_no_wrong_word(tmp_path, monkeypatch):
+    """The author's path (`init --notebook`, `bundle --notebook --verify`) and the student's (the bundle's
+    notebook in a real kernel, two check cells, each printed rerun line run where it was printed), then the
+    instructor's report of the handed-in notebook and its rerun lines run in the student's folder."""
+    import time
+
+    import psutil
+    from click.testing import CliRunner
+
+    from torchgrade.cli import main
+
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.delenv("TORCHGRADE_LANG", raising=False)
+    kernel = _kernel_spec(tmp_path / "jupyter")
+    course, dist = tmp_path / "course", tmp_path / "dist"
+    made = CliRunner().invoke(main, ["init", str(course), "--notebook"])
+    assert made.exit_code == 0, made.output
+    built = CliRunner().invoke(main, ["bundle", "--notebook", "--verify", "--out", str(dist),
+                                      "--assignment", str(course / "assignment.yaml")])
+    assert built.exit_code == 0, built.output
+    # item 6: it says it verified, and bundle.json names the stand-in its CUDA outcomes were recorded on
+    assert built.output.startswith("verified: the reference, graded through the sandbox as a submission, passed all")
+    bundle = dist / "student"
+    assert json.loads((bundle / "bundle.json").read_text())["recorded_on"] == ["cpu", "cuda (stand-in)"]
+    # item 5: the README, in both languages, names the notebook workflow and pyproject.toml's torch range
+    readme = (bundle / "README.md").read_text(encoding="utf-8")
+    english, chinese = readme.split("## 中文说明")
+    torch_spec = next(r for r in re.findall(r'"([^"]+)"', (bundle / "pyproject.toml").read_text())
+                      if re.match(r"torch\W", r))
+    assert torch_spec == "torch>=2.7"
+    for text, newer in ((english, "torch 2.7 or newer"), (chinese, "torch 2.7 或更新版本")):
+        assert "`notebooks/activations.ipynb`" in text and "torchgrade check --path notebooks" in text, text
+        assert "%load_ext torchgrade" in text and "%torchgrade check activations.relu" in text and newer in text
+    assert "2.4" not in readme
+
+    # The student: the bundle's notebook, its stub answered wrongly, a second check cell, in a kernel in the bundle.
+    node = nbformat.read(bundle / "notebooks" / "activations.ipynb", as_version=4)
+    stub = next(c for c in node.cells if c.cell_type == "code" and "def relu" in c.source)
+    stub.source = WRONG_RELU
+    node.cells += [v4.new_code_cell(SERVED), v4.new_code_cell("%torchgrade check activations"),
+                   v4.new_code_cell(SERVED)]
+    client = nbclient.NotebookClient(node, kernel_name=kernel, timeout=300,
+                                     resources={"metadata": {"path": str(bundle)}})
+
+    def run(source: str) -> list:
+        node.cells.append(v4.new_code_cell(source))
+        client.execute_cell(node.cells[-1], len(node.cells) - 1)
+        return node.cells[-1].outputs
+
+    def served(outputs: list) -> dict:
+        return json.loads(next(o for o in outputs if o.output_type == "stream").text)
+
+    with client.setup_kernel():
+        for index, cell in enumerate(node.cells):
+            client.execute_cell(cell, index)
+        checks = [c for c in node.cells if c.cell_type == "code" and c.source.startswith("%torchgrade check")]
+        shown = [o for c in checks for o in c.outputs if o.output_type == "execute_result"]
+        assert len(shown) == 2
+        first, second = (served(c.outputs) for c in node.cells if c.cell_type == "code" and c.source == SERVED)
+        # item 10: the second check cell is served by the warm checker the first one started
+        assert first["checker"] == second["checker"] and (first["served"], second["served"]) == (1, 2)
+        assert psutil.pid_exists(first["checker"])
+        assert ["activations.relu: matches torch relu on random input [cpu]", "failed"] in first["rows"]
+        # item 2: every rerun line shown, run as printed in this kernel, runs that one check on the student's code
+        texts = {line for o in shown for line in re.findall(r"rerun: (.+)", o.data["text/plain"])}
+        html_reruns = {line for o in shown for line in re.findall(r"rerun: <code[^>]*>([^<]+)</code>", o.data["text/html"])}
+        assert texts and texts <= html_reruns, (texts, html_reruns)  # the text: each target's first failure
+        for line in sorted(html_reruns):
+            assert line.startswith("%torchgrade check activations.relu::test_"), line
+            again = run(line)
+            rows = served(run(SERVED))["rows"]
+            assert len(rows) == 1 and rows[0][1] == "failed" and line.split("::")[1].split()[0] in \
+                next(o for o in again if o.output_type == "execute_result").data["text/plain"], (line, rows)
+        # item 4: no message of the kernel's says activations.py; what the notebook printed is the notebook's
+        said = [o.data.get("text/plain", "") + o.data.get("text/html", "") for c in node.cells
+                for o in c.get("outputs", []) if o.output_type == "execute_result"]
+        assert said and not [PY_NAME.search(t) for t in said if PY_NAME.search(t)]
+        assert "activations.ipynb" in said[0] and "printed by activations.ipynb while importing" in said[0], said[0]
+        # item 10: a change to the course's files starts a fresh checker for the next check
+        with open(bundle / "graders" / "hints.yaml", "a", encoding="utf-8") as hints:
+            hints.write("# changed by the author\n")
+        run("%torchgrade check activations.relu")
+        restarted = served(run(SERVED))
+        assert restarted["checker"] != first["checker"] and restarted["served"] == 1
+        assert not psutil.pid_exists(first["checker"]) or psutil.Process(first["checker"]).status() == "zombie"
+    deadline = time.monotonic() + 30  # the kernel is shut down: its checker ends with it
+    while psutil.pid_exists(restarted["checker"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(restarted["checker"]), "the warm checker outlived its kernel"
+
+    # The instructor grades the handed-in notebook; the report's rerun lines, run in the student's folder.
+    handed_in = tmp_path / "class" / "alice"
+    handed_in.mkdir(parents=True)
+    nbformat.write(node, handed_in / "activations.ipynb")
+    nbformat.write(node, bundle / "notebooks" / "activations.ipynb")  # the student saved it where it came from
+    graded = subprocess.run([sys.executable, "-m", "torchgrade.cli", "grade", str(handed_in), "--out", str(tmp_path / "out"),
+                             "--device", "cpu", "--assignment", str(course / "assignment.yaml")],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    page = (tmp_path / "out" / "alice" / "report.html").read_text(encoding="utf-8")
+    results = (tmp_path / "out" / "alice" / "results.json").read_text(encoding="utf-8")
+    assert not PY_NAME.search(page) and not PY_NAME.search(results), (PY_NAME.search(page), PY_NAME.search(results))
+    assert "<code>activations.ipynb</code>" in page
+    import html
+
+    report_reruns = sorted({html.unescape(r) for r in re.findall(r"<code>(torchgrade check [^<]+)</code>", page)})
+    assert report_reruns and all(r.endswith("--device cpu --path notebooks") for r in report_reruns), report_reruns
+    env = {k: v for k, v in os.environ.items() if k != "TORCHGRADE_LANG"}
+    env["PYTHONPATH"] = str(bundle)  # the bundle's own engine, as `pip install .` there gives
+    command = report_reruns[0].replace("torchgrade check", f"{sys.executable} -m torchgrade.cli check", 1)
+    again = subprocess.run(["bash", "-c", f"{command} --report {tmp_path / 'again'}"], cwd=bundle, env=env,
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    one = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert len(one["tests"]) == 1 and one["tests"][0]["status"] == "failed", one["tests"]
+    assert report_reruns[0].split("::")[1].split()[0].removeprefix("test_").replace("_", " ") in one["tests"][0]["name"]
+    assert not PY_NAME.search(again.stdout + again.stderr) and "activations.ipynb" in again.stdout

@@ -44,6 +44,8 @@ from torchgrade.engine.grading import grade_submission
 ENGINE = PACKAGE
 EXPECTED_DIR = "expected"
 MANIFEST = "bundle.json"
+#: How bundle.json's `recorded_on` names the CUDA stand-in, where the CUDA checks' outcomes were recorded on it.
+STANDIN_DEVICE = "cuda (stand-in)"
 #: Timestamp of every zip entry, so that the same bundle gives the same bytes.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -62,6 +64,9 @@ class Bundle:
     #: Recorded outcomes per exercise.
     recorded: dict[str, int]
     devices: tuple[str, ...]
+    #: The visible checks the reference passed while recording (with `verify`: graded through the sandbox).
+    passed: int = 0
+    verified: bool = False
 
 
 def _ignored(path: Path) -> bool:
@@ -154,7 +159,27 @@ def _write_assignment(assignment: Assignment, stage: Path, checks: str, parts: d
     (stage / "assignment.yaml").write_text(header + text, encoding="utf-8")
 
 
-def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> None:
+def torch_range(requirements: list[str]) -> dict[str, str]:
+    """The torch versions `requirements` allow, in words per language ({"en": "2.7 or newer", "zh": ...}),
+    so that the README says what the bundle's pyproject.toml says."""
+    import re
+
+    spec = next((r[len("torch"):].split(";")[0].strip() for r in requirements
+                 if re.match(r"torch(?![\w.-])", r)), "")
+    words = {"en": [], "zh": []}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        op, version = re.match(r"([<>=!~]*)\s*(.*)", part).groups()
+        en, zh = {">=": (f"{version} or newer", f"{version} 或更新版本"), ">": (f"newer than {version}", f"高于 {version}"),
+                  "<": (f"older than {version}", f"低于 {version}"), "<=": (f"{version} or older", f"{version} 或更早版本"),
+                  "==": (version, version), "~=": (f"{version} or a later release of it", f"{version} 的兼容版本")
+                  }.get(op, (part, part))
+        words["en"].append(en)
+        words["zh"].append(zh)
+    return {"en": ", ".join(words["en"]) or "any version", "zh": "，".join(words["zh"]) or "任何版本"}
+
+
+def _write_readme(assignment: Assignment, stage: Path, exercises: list[str], notebooks: bool = False,
+                  folder: str = "student") -> None:
     rows = "\n".join(f"| `exercises/{e.name}.py` | {e.title}"
                      f"{'' if e.name in exercises else ' (hidden checks only / 仅隐藏检查)'} | {e.points:g} |"
                      for e in assignment.exercises)
@@ -177,7 +202,12 @@ def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> 
     template = (ENGINE / "templates" / "student_README.md").read_text(encoding="utf-8")
     hidden = (assignment.checks_dir / "hidden").is_dir() and any((assignment.checks_dir / "hidden").glob("test_*.py"))
     # what the README promises follows the course: Chinese docstrings only where `stubs --check` demands them
+    example = target.split(".")[0]
+    torch = torch_range(engine_requirements())
     settings = dict(
+        torch_en=torch["en"], torch_zh=torch["zh"],
+        notebooks_en=NOTEBOOKS_EN.format(module=example, target=target, folder=folder) if notebooks else "",
+        notebooks_zh=NOTEBOOKS_ZH.format(module=example, target=target, folder=folder) if notebooks else "",
         docstrings_en=", in English and in Chinese" if assignment.chinese_summaries else "",
         docstrings_zh="用中英文" if assignment.chinese_summaries else "",
         hidden_en="These are the visible checks only. Your submission is also graded with hidden checks (other "
@@ -185,6 +215,30 @@ def _write_readme(assignment: Assignment, stage: Path, exercises: list[str]) -> 
         hidden_zh="这里只有可见检查。提交后还会用隐藏检查（其它输入）评分，请不要只满足于可见检查。\n" if hidden else "")
     (stage / "README.md").write_text(template.format(title=assignment.title, rows=rows, english=english,
                                                      chinese=chinese, **settings), encoding="utf-8")
+
+
+#: The README's section on the notebooks, where the bundle has them (`bundle --notebook`).
+NOTEBOOKS_EN = """
+## Working in Jupyter or Colab
+
+`notebooks/` holds the same exercises as notebooks, one per module (`notebooks/{module}.ipynb` for
+`exercises/{module}.py`). Start Jupyter in this folder (`pip install jupyterlab`, then `jupyter lab`; in Colab,
+upload this folder, `!pip install -q ./{folder}` and `%cd {folder}`), open a notebook, run its first cell
+(`%load_ext torchgrade`), write each function in its cell and run the check cell below it
+(`%torchgrade check {target}`). A failing check prints a `rerun:` line: paste it into a cell to run that
+check again. From a terminal in this folder, `torchgrade check --path notebooks` checks the saved notebooks.
+Hand in each notebook under its own name (`{module}.ipynb` for `{module}`).
+"""
+NOTEBOOKS_ZH = """
+### 在 Jupyter 或 Colab 中练习
+
+`notebooks/` 中是同样的练习，每个模块一个 notebook（`notebooks/{module}.ipynb` 对应 `exercises/{module}.py`）。
+在本目录中启动 Jupyter（`pip install jupyterlab`，然后 `jupyter lab`；在 Colab 中上传本目录，运行
+`!pip install -q ./{folder}` 和 `%cd {folder}`），打开 notebook，先运行第一个单元（`%load_ext torchgrade`），
+在各自的单元中实现函数，再运行它下面的检查单元（`%torchgrade check {target}`）。检查未通过时会打印一行
+`rerun:`，把它粘贴到一个单元中运行即可单独重跑这项检查。在本目录的终端中，`torchgrade check --path notebooks`
+检查已保存的 notebook。提交时保留每个 notebook 的文件名（`{module}` 对应 `{module}.ipynb`）。
+"""
 
 
 class _NoMetadata(Exception):
@@ -264,7 +318,8 @@ def _zip(folder: Path, destination: Path) -> None:
 def record_expected(assignment: Assignment, exercises: list[str], device: str = "all", verify: bool = False):
     """Run the visible checks once on the reference, recording every reference outcome they ask for.
 
-    Returns (recordings per exercise, the devices graded). With `verify`, the reference is also graded
+    Returns (recordings per exercise, the devices graded (the CUDA stand-in as `STANDIN_DEVICE`), how many
+    checks passed). With `verify`, the reference is also graded
     as a submission, through the sandbox, and BundleError is raised unless it scores full marks;
     otherwise checks see the reference's outcome on both sides (fast, no sandbox).
     """
@@ -275,7 +330,9 @@ def record_expected(assignment: Assignment, exercises: list[str], device: str = 
     if wrong:
         listing = "\n".join(f"  {t.name}: {t.output.splitlines()[0] if t.output else t.status}" for t in wrong[:10])
         raise BundleError(f"the reference fails {len(wrong)} of its own visible checks:\n{listing}")
-    return recorded, tuple(grade.devices)
+    # the CUDA checks graded on the stand-in recorded their outcomes too: the bundle says so
+    devices = tuple(grade.devices) + ((STANDIN_DEVICE,) if grade.standin else ())
+    return recorded, devices, sum(1 for t in grade.tests if t.status == "passed")
 
 
 def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", device: str = "all",
@@ -288,7 +345,7 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
     folder = out / name
     if folder.exists() and not (folder / MANIFEST).is_file():
         raise BundleError(f"{folder} exists and is not a bundle; choose another --out or --name")
-    recorded, devices = record_expected(assignment, exercises, device, verify)
+    recorded, devices, passed = record_expected(assignment, exercises, device, verify)
     out.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     try:
@@ -302,7 +359,7 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
         for exercise in exercises:
             save_recording(recorded.get(exercise, {}), stage / EXPECTED_DIR / f"{exercise}.pt", list(devices))
         _write_assignment(assignment, stage, checks, parts)
-        _write_readme(assignment, stage, exercises)
+        _write_readme(assignment, stage, exercises, notebooks, name)
         _write_pyproject(stage)
         files = tuple(sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()))
         manifest = {"assignment": assignment.title, "torchgrade": __version__, "recorded_on": list(devices),
@@ -318,4 +375,5 @@ def build_bundle(assignment: Assignment, out: Path, *, name: str = "student", de
     archive = out / f"{name}.zip"
     _zip(folder, archive)
     return Bundle(folder=folder, zip=archive, files=(*files, MANIFEST),
-                  recorded={e: len(recorded.get(e, {})) for e in exercises}, devices=devices)
+                  recorded={e: len(recorded.get(e, {})) for e in exercises}, devices=devices, passed=passed,
+                  verified=verify)

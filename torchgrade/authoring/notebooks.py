@@ -1,6 +1,6 @@
 """Student notebooks written from a course: each module's stub (or its reference) cut at its targets.
 
-One notebook per exercise module (`bundle --notebook`, `init --notebooks`): the module's docstring,
+One notebook per exercise module (`bundle --notebook`, `init --notebook`, `stubs --notebook`): the module's docstring,
 its imports, then per target a markdown cell (its docstring), its code and a `%torchgrade check` cell.
 Reading what students hand in is torchgrade/engine/notebooks.py.
 """

@@ -91,7 +91,11 @@ def bundle(out: Path, name: str, device: str, verify: bool, assignment_path: str
     except (BundleError, GradingError) as e:
         _fail(str(e))
     recorded = ", ".join(f"{e} {n}" for e, n in built.recorded.items())
-    click.echo(f"recorded expected outcomes on {', '.join(built.devices)}: {recorded}")
+    devices = " and ".join(built.devices)
+    if built.verified:
+        click.echo(f"verified: the reference, graded through the sandbox as a submission, passed all {built.passed} "
+                   f"visible checks on {devices}")
+    click.echo(f"recorded expected outcomes on {devices}: {recorded}")
     click.echo(f"wrote {built.folder}/ ({len(built.files)} files) and {built.zip}")
 
 

@@ -277,7 +277,7 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
     click.echo(f"wrote {built.zip} ({len(built.files)} files): upload it as the autograder on Gradescope")
 
 
-@main.command(hidden=True)
+@main.command()
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("--results", "results_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", type=click.Choice(["cpu", "cuda", "all"]), default="all")
@@ -296,7 +296,10 @@ def gradescope(out: Path, device: str, assignment_path: str | None) -> None:
 def autograde(submission: Path, results_path: Path, device: str, assignment_path: str | None,
               secrets: tuple[Path, ...], protected: tuple[Path, ...], smoke: bool, outcomes: Path | None,
               metadata: Path | None) -> None:
-    """Grade one Gradescope submission folder into results.json (what run_autograder calls)."""
+    """Grade one submission folder into results.json as the Gradescope autograder does (run_autograder runs it).
+
+    To try a built autograder.zip on a submission here, run its run_autograder with AUTOGRADER_ROOT set:
+    docs/exports.md, "Try it here"."""
     from torchgrade.base.paths import PACKAGE
     from torchgrade.classroom import autograder
 

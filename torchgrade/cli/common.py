@@ -68,15 +68,8 @@ def main() -> None:
 
 def _check_targets(assignment, targets: tuple[str, ...]) -> None:
     """Refuse a TARGET that names no exercise, target or check (exercise.target::test_name) of the assignment."""
-    known = {e.name for e in assignment.exercises} | {t.qualname for t in assignment.targets}
-    for target in targets:
-        name, sep, check_name = target.partition("::")
-        if name not in known or (sep and not check_name):
-            from torchgrade.engine.course import did_you_mean
+    from torchgrade.engine.course import target_mistake
 
-            near = did_you_mean(name, known)
-            if near:
-                _fail(f"unknown exercise or target '{target}'{near}")
-            _fail(f"unknown exercise or target '{target}' (try one of: "
-                  f"{', '.join(e.name for e in assignment.exercises)}, an exercise.target such as "
-                  f"{assignment.targets[0].qualname}, or the exercise.target::test_name a failure prints)")
+    mistake = target_mistake(assignment, targets)
+    if mistake:
+        _fail(mistake)

@@ -94,7 +94,7 @@ def check(targets: tuple[str, ...], path: Path | None, device: str, exitfirst: b
         _fail(str(e))
     if grader_errors.FAULTS:  # the installation's fault, met without the student's code: no score to show
         _fail(grader_errors.FAULTS[0])
-    view = feedback.build(grade, assignment, path=str(path) if path else None, assignment_arg=assignment_path)
+    view = feedback.build(grade, assignment, path=str(path) if path else "", assignment_arg=assignment_path)
     terminal.echo(view, verbose=verbose)
     write_results(grade, assignment, report_dir / "results.json")
     write_report(grade, assignment, report_dir / "report.html", lang=lang)
@@ -119,7 +119,7 @@ def _watch(assignment, folder: Path, targets: tuple[str, ...], device: str, verb
     from torchgrade.engine.watch import Watcher
 
     watcher = Watcher(assignment, folder, device=device, only=targets)
-    args = dict(path=str(path) if path else None, assignment_arg=assignment_path)
+    args = dict(path=str(path) if path else "", assignment_arg=assignment_path)
     pending = {"first grade"}  # the first grade is shown in full, as `check` shows it
 
     def show(recheck) -> None:

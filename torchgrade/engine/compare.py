@@ -81,6 +81,8 @@ def _number(value: torch.Tensor) -> str:
     item = value.item()
     if isinstance(item, bool) or isinstance(item, int):
         return str(item)
+    if isinstance(item, float) and item != item:
+        return "NaN"
     return f"{item:.6g}"
 
 
@@ -142,6 +144,11 @@ def assert_close_plain(actual: torch.Tensor, expected: torch.Tensor, **options: 
         _comparison._HAS_DTENSOR = previous
 
 
+def diff_dtype(value: torch.Tensor) -> torch.dtype:
+    """The dtype of ``abs()`` of `value` (a complex number's is real)."""
+    return torch.float64 if value.is_complex() else value.dtype
+
+
 def _value_report(expected: torch.Tensor, actual: torch.Tensor, what: str, rtol: float | None,
                   atol: float | None) -> str:
     e = expected.detach().cpu()
@@ -160,15 +167,23 @@ def _value_report(expected: torch.Tensor, actual: torch.Tensor, what: str, rtol:
     count, total = int(bad.sum()), bad.numel()
     flat = bad.flatten().nonzero()
     first = _index(int(flat[0]), tuple(e.shape)) if len(flat) else ()
-    diff = (a - e).abs().nan_to_num(nan=float("inf"))
-    worst = int(diff.flatten().argmax()) if total else 0
-    nonzero = e.abs() > 0  # a relative error is only meaningful where the expected value is not 0
-    rel = (diff[nonzero] / e.abs()[nonzero]).max().item() if bool(nonzero.any()) else float("nan")
+    # A NaN on one side only is said as such, never as an error of "inf"; the errors are those of the rest.
     lines = [
         t("values", what=what, count=count, total=total, percent=f"{100.0 * count / max(total, 1):.1f}"),
         t("values_first", index=_fmt(first), expected=_number(shown[0][first]), actual=_number(shown[1][first])),
     ]
-    if expected.is_floating_point() or expected.is_complex():  # for exact integers, the first difference says it
+    nan_only = a.isnan() ^ e.isnan()
+    for side, which in (("values_nan", nan_only & a.isnan()), ("values_not_nan", nan_only & e.isnan())):
+        if bool(which.any()):
+            lines.append(t(side, count=int(which.sum()),
+                           index=_fmt(_index(int(which.flatten().nonzero()[0]), tuple(e.shape)))))
+    numbers = bad & ~nan_only
+    if (expected.is_floating_point() or expected.is_complex()) and bool(numbers.any()):
+        # for exact integers, the first difference says it
+        diff = torch.where(numbers, (a - e).abs(), torch.zeros((), dtype=diff_dtype(a)))
+        worst = int(diff.flatten().argmax())
+        nonzero = numbers & (e.abs() > 0)  # a relative error is only meaningful where the expected value is not 0
+        rel = (diff[nonzero] / e.abs()[nonzero]).max().item() if bool(nonzero.any()) else float("nan")
         lines.append(t("values_largest", abs_error=f"{diff.flatten()[worst].item():.3g}",
                        index=_fmt(_index(worst, tuple(e.shape))), rel_error=f"{rel:.3g}"))
     lines.append(t("values_allowed", atol=f"{atol:g}", rtol=f"{rtol:g}") if (rtol or atol) else t("values_exact"))

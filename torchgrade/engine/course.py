@@ -265,3 +265,18 @@ def _collect(assignment: Assignment) -> None:
 def check_course(assignment: Assignment, *, include_hidden: bool = True) -> None:
     """`validate_course` without importing the check files (kept for callers of the earlier name)."""
     validate_course(assignment, collect=False)
+
+
+def target_mistake(assignment: Assignment, targets: tuple[str, ...] | list[str]) -> str | None:
+    """Why a TARGET names no exercise, target or check (exercise.target::test_name) of the assignment, or None."""
+    known = {e.name for e in assignment.exercises} | {t.qualname for t in assignment.targets}
+    for target in targets:
+        name, sep, check_name = target.partition("::")
+        if name not in known or (sep and not check_name):
+            near = did_you_mean(name, known)
+            if near:
+                return f"unknown exercise or target '{target}'{near}"
+            return (f"unknown exercise or target '{target}' (try one of: "
+                    f"{', '.join(e.name for e in assignment.exercises)}, an exercise.target such as "
+                    f"{assignment.targets[0].qualname}, or the exercise.target::test_name a failure prints)")
+    return None

@@ -456,15 +456,19 @@ class Differential:
         self.seed = seed
         return torch.Generator().manual_seed(seed)
 
-    def describe_call(self, args: tuple, kwargs: dict) -> str:
+    def describe_call(self, args: tuple, kwargs: dict, options: dict | None = None) -> str:
         """The call as a student would write it, with its inputs described (values only in visible checks);
-        an autograd Function is called through its ``apply``."""
+        an autograd Function is called through its ``apply``; a module built and then run on a probe's
+        `inputs` (`module_forward`, `module_sgd`) shows them as its forward call: ``MultiHeadAttention(8, 2)(x, mask)``."""
         parts = [_short(a, not self.hidden) for a in args] + [f"{k}={_short(v, not self.hidden)}" for k, v in kwargs.items()]
         name = self.target.name
         if _is_autograd_function(self.assignment.reference_dir / f"{self.target.exercise}.py",
                                  self.submission / f"{self.target.exercise}.py", name):
             name += ".apply"
         text = f"{name}({', '.join(parts)})"
+        inputs = (options or {}).get("inputs")
+        if isinstance(inputs, (tuple, list)) and inputs:
+            text += f"({', '.join(_short(x, not self.hidden) for x in inputs)})"
         if self.seed is not None:
             text += " " + t("seed", seed=self.seed)
         return text
@@ -495,7 +499,7 @@ class Differential:
         request = {"probe": probe, "args": list(args), "kwargs": kwargs, "options": options}
         if captured is not None and not self.standin and all(d.type == "cpu" for d in _devices_in(request)):
             captured.append((self.target.qualname, wire.encode(request)))
-        call = _Described(lambda: t("called", call=self.describe_call(args, kwargs)))
+        call = _Described(lambda: t("called", call=self.describe_call(args, kwargs, options)))
         outcome = reference_outcome(self.assignment.reference_dir / f"{self.target.exercise}.py",
                                     self.target.name, request, on_standin=self.standin)
         if "standin_unsupported" in outcome:

@@ -411,20 +411,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     hidden = []
     if state._sandbox is not None:
         for key, text in state._sandbox.output.items():  # modules as first used; each: import, then targets
-            notes.append(f"--- printed by {key} ---\n{text.rstrip()}")
-        hidden = [f"--- printed by {key} ---\n{text.rstrip()}" for key, text in state._sandbox.hidden_output.items()]
+            notes.append(f"--- printed by {_module_file(key, state)} ---\n{text.rstrip()}")
+        hidden = [f"--- printed by {_module_file(key, state)} ---\n{text.rstrip()}"
+                  for key, text in state._sandbox.hidden_output.items()]
     grade = Grade(submission=state.submission.name, tests=state.results,
                   execution_time=round(time.perf_counter() - state.started, 3), output="\n".join(notes),
                   devices=state.graded_devices(), standin=state.standin if any(r.standin for r in state.results) else "",
                   isolation=state._sandbox.isolation if state._sandbox is not None else isolation_level(),
                   watch=state._sandbox.watch if state._sandbox is not None else "",
-                  hidden_output="\n".join(hidden))
+                  hidden_output="\n".join(hidden),
+                  notebooks={exercise: converted.name for exercise, converted in state.cells.items()})
     session.config.stash[grade_key] = grade
     path = session.config.getoption("--results-json")
     if path:
         from torchgrade.engine.results import write_results
 
         write_results(grade, state.assignment, Path(path))
+
+
+def _module_file(key: str, state: GradingState) -> str:
+    """"attention.py while importing" as "attention.ipynb while importing" for a module made from a notebook."""
+    module, space, rest = key.partition(" ")
+    if module.endswith(".py") and module[:-3] in state.cells:
+        return f"{state.cells[module[:-3]].name}{space}{rest}"
+    return key
 
 
 def _distributed(assignment: config_module.Assignment) -> frozenset[str]:

@@ -137,6 +137,7 @@ def results_document(grade: Grade, assignment: Assignment, *, instructor: bool =
             "cuda_standin": grade.standin or None,
             "copy": "instructor" if instructor else "student",
             **({"adjustments": adjustments} if adjustments else {}),
+            **({"notebooks": grade.notebooks} if grade.notebooks else {}),
             **({"hidden_output": grade.hidden_output} if instructor else {}),
             "skipped": len(skipped), "skipped_reasons": dict(Counter(t.output.split("\n", 1)[0] for t in skipped)),
             # Where each stood among the checks, so that a grade read back lists them in the same order.
@@ -186,7 +187,8 @@ def read_grade(data: dict[str, Any], default_name: str = "") -> Grade:
                  devices=list(meta.get("devices", [])), isolation=meta.get("isolation", "process"),
                  watch=meta.get("watch", ""),
                  standin=meta.get("cuda_standin") or "",
-                 hidden_output=meta.get("hidden_output", ""), adjustments=adjustments)
+                 hidden_output=meta.get("hidden_output", ""), adjustments=adjustments,
+                 notebooks={str(k): str(v) for k, v in (meta.get("notebooks") or {}).items()})
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -61,6 +61,13 @@ class Grade:
     #: and the fraction a late penalty leaves (applied last, to the total).
     total: float | None = None
     factor: float = 1.0
+    #: The modules graded from a notebook, by the notebook's file name ({"attention": "attention.ipynb"}):
+    #: pages and messages name such a module by its file.
+    notebooks: dict[str, str] = field(default_factory=dict)
+
+    def file_of(self, exercise: str) -> str:
+        """The file a student handed in for `exercise`: its notebook, else `<exercise>.py`."""
+        return self.notebooks.get(exercise) or f"{exercise}.py"
 
     @property
     def score(self) -> float:

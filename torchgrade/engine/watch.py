@@ -104,7 +104,7 @@ class Watcher:
                  for t in self._results[name]]
         self._whole = Grade(submission=graded.submission, tests=tests, execution_time=graded.execution_time,
                             output=graded.output, devices=graded.devices, isolation=graded.isolation,
-                            watch=graded.watch, standin=graded.standin)
+                            watch=graded.watch, standin=graded.standin, notebooks=graded.notebooks)
         return Recheck(tuple(names), graded, self._whole, time.perf_counter() - started)
 
     def run(self, on_grade: Callable[[Recheck], None], stop: threading.Event, poll: float = POLL_S) -> None:

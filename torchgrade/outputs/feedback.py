@@ -96,6 +96,11 @@ class ExerciseView:
     targets: list[TargetView]
     #: "conv.py is missing: its 18 points are not graded" where the submission lacks the module, else None.
     missing: str | None = None
+    #: The file it was graded from, as pages name it: `tensors.py`, or the notebook `tensors.ipynb`.
+    file: str = ""
+
+    def __post_init__(self) -> None:
+        self.file = self.file or f"{self.name}.py"
 
     @property
     def score(self) -> float:
@@ -154,21 +159,30 @@ def split_hint(output: str) -> tuple[str, str]:
     return output, ""
 
 
-def rerun_command(result: CheckResult, path: str | None = None, assignment: str | None = None) -> str:
-    """A `torchgrade check` command line that runs just this check (on its device) again."""
+#: The command a rerun line starts with in a terminal; the in-notebook check's is `%torchgrade check`
+#: (torchgrade/notebook.py), run in the kernel where the student is.
+CHECK_COMMAND = "torchgrade check"
+#: Where a student's notebooks are in their course folder (the bundle's `notebooks/`): a rerun line of a
+#: module graded from a notebook checks that folder.
+NOTEBOOKS_FOLDER = "notebooks"
+
+
+def rerun_command(result: CheckResult, path: str | None = None, assignment: str | None = None,
+                  command: str = CHECK_COMMAND) -> str:
+    """A `torchgrade check` command line (or `command`'s) that runs just this check (on its device) again."""
     function = result.nodeid.split("::")[-1]
     base, _, params = function.partition("[")
     params = params.rstrip("]")
     selector = f"{result.exercise}.{result.target}::"
     selector += base if not params or params == result.device else function
-    words = ["torchgrade", "check", selector]
+    words = [*command.split(), selector]
     if result.device:
         words += ["--device", result.device]
     if path:
         words += ["--path", path]
     if assignment:  # the course was named, not found from the current folder: name it again
         words += ["--assignment", assignment]
-    return " ".join(shlex.quote(w) for w in words)
+    return " ".join(w if w.startswith("%") else shlex.quote(w) for w in words)
 
 
 def _claim(result: CheckResult) -> str:
@@ -188,7 +202,7 @@ def _missing_lines(assignment: Assignment) -> dict[str, str]:
 
 
 def _check_view(result: CheckResult, instructor: bool, path: str | None, assignment: str | None,
-                missing: dict[str, str] | None = None) -> CheckView:
+                missing: dict[str, str] | None = None, command: str = CHECK_COMMAND) -> CheckView:
     hidden = result.visibility != "visible"
     failed = result.status in ("failed", "error")
     if failed and (missing or {}).get(result.output) == result.exercise:
@@ -199,28 +213,35 @@ def _check_view(result: CheckResult, instructor: bool, path: str | None, assignm
         message, advice = "", ""
     not_implemented = failed and "NotImplementedError" in result.output.split("\n", 1)[0]
     return CheckView(result=result, claim=_claim(result), message=message, hint=advice,
-                     rerun=rerun_command(result, path, assignment) if failed and not hidden else None, hidden=hidden,
+                     rerun=rerun_command(result, path, assignment, command) if failed and not hidden else None,
+                     hidden=hidden,
                      not_implemented=not_implemented)
 
 
 def build(grade: Grade, assignment: Assignment, *, instructor: bool = False, path: str | None = None,
-          assignment_arg: str | None = None) -> SubmissionView:
+          assignment_arg: str | None = None, command: str = CHECK_COMMAND) -> SubmissionView:
     """The view of one grade; `path` and `assignment_arg` are the --path and --assignment to repeat in
-    rerun commands (None: the default)."""
+    rerun commands, `command` what they start with. `path` "" is the default folder (`torchgrade check`
+    without --path); None, a folder not known (a report of `grade` or the autograder): the student's
+    own, where a module graded from a notebook is in the course's `notebooks/`."""
     by_target: dict[tuple[str, str], list[CheckView]] = {}
     missing = _missing_lines(assignment)
     for result in grade.tests:
+        where = path if path is not None or command != CHECK_COMMAND or result.exercise not in grade.notebooks \
+            else NOTEBOOKS_FOLDER
         by_target.setdefault((result.exercise, result.target), []).append(
-            _check_view(result, instructor, path, assignment_arg, missing))
+            _check_view(result, instructor, where, assignment_arg, missing, command))
     exercises = []
     for exercise in assignment.exercises:
         targets = [TargetView(exercise.name, t.name, by_target.pop((exercise.name, t.name)))
                    for t in exercise.targets if (exercise.name, t.name) in by_target]
         if targets:
             lacking = next((c.message for tv in targets for c in tv.checks if c.missing), None)
-            exercises.append(ExerciseView(exercise.name, exercise.title, targets, missing=lacking))
+            exercises.append(ExerciseView(exercise.name, exercise.title, targets, missing=lacking,
+                                          file=grade.file_of(exercise.name)))
     for (exercise, name), checks in by_target.items():  # checks of targets the assignment does not list
-        exercises.append(ExerciseView(exercise, exercise, [TargetView(exercise, name, checks)]))
+        exercises.append(ExerciseView(exercise, exercise, [TargetView(exercise, name, checks)],
+                                      file=grade.file_of(exercise)))
     skipped = Counter((r.output if instructor or r.visibility == "visible" else t("hidden_check_details")).split("\n", 1)[0]
                       for r in grade.tests if r.status == "skipped")  # a hidden check's reason is the instructor's
     notes, printed = _split_output(grade.output)

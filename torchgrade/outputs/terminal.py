@@ -45,7 +45,7 @@ def _exercise_line(ex: ExerciseView, width: int) -> str:
     fraction = ex.score / ex.max_score if ex.max_score else 0.0
     colour = "green" if ex.passed else "red" if ex.score == 0 else "yellow"
     score = f"{points(ex.score):>5} / {points(ex.max_score):<5}"
-    return (f"{_mark('passed' if ex.passed else 'failed')} " + click.style(f"{ex.name + '.py':<{width}}", bold=True)
+    return (f"{_mark('passed' if ex.passed else 'failed')} " + click.style(f"{ex.file:<{width}}", bold=True)
             + f" {click.style(bar(fraction), fg=colour)} {score} {click.style(ex.title, fg='bright_black')}")
 
 
@@ -82,7 +82,7 @@ def render(view: SubmissionView, *, verbose: bool = False, totals: bool = True) 
     """The lines `torchgrade check` prints: per exercise a bar, per unfinished target its failures, then
     (with `totals`) the skipped checks and the score."""
     lines: list[str] = []
-    width = max((len(e.name) + 3 for e in view.exercises), default=8)
+    width = max((len(e.file) for e in view.exercises), default=8)
     name_width = max((len(tv.name) for e in view.exercises for tv in e.targets), default=8)
     for ex in view.exercises:
         lines.append(_exercise_line(ex, width))

@@ -121,7 +121,7 @@ def outputs(raw: Any, what: str = "the result") -> list[torch.Tensor]:
 
 
 def gradient(g: torch.Tensor | None) -> torch.Tensor | None:
-    """A gradient as a probe reports it: an all-zero gradient as None (exercises.md, fairness rules: where
+    """A gradient as a probe reports it: an all-zero gradient as None (docs/authoring.md, "Fairness rules": where
     the reference's gradient is all zeros, a correct implementation that never lets one reach the tensor
     is equally right, and the reverse)."""
     if g is None:
@@ -150,7 +150,7 @@ def module_forward(target: Target, args: tuple, kwargs: dict, inputs: tuple = ()
 
     Returns the registered parameter names and shapes, the output (a list where it is a tuple or list)
     and each parameter's gradient, an all-zero gradient as None: a parameter that gets no gradient where
-    the reference's is all zeros is equally right (exercises.md, fairness rules).
+    the reference's is all zeros is equally right (docs/authoring.md, "Fairness rules").
     """
     module = _module(target, args, kwargs, state, inputs)
     raw = target.run(module, *inputs)
