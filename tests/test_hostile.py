@@ -24,7 +24,7 @@ from pathlib import Path
 import levels
 import pytest
 import yaml
-from conftest import ROOT, make_submission, points_by_target
+from conftest import ROOT, kept_grade, make_submission, points_by_target
 from hostile import ATTACKS, CORPUS, Attack
 from mqueues import queue_exists, unlink_queue
 
@@ -114,7 +114,7 @@ def grade_at(level: str, attack: Attack, arena: Arena, assignment, tmp_path: Pat
              only: tuple[str, ...] | None = None):
     monkeypatch.setenv(isolation.ENV_VAR, level)
     folder = hostile_submission(attack, arena, tmp_path / attack.name)
-    return grade_submission(folder, assignment, device="cpu", only=attack.only if only is None else only)
+    return kept_grade(folder, assignment, only=attack.only if only is None else only)
 
 
 def split(grade, attack: Attack) -> tuple[dict, dict]:
@@ -382,7 +382,7 @@ def _two_copies(level: str, arena: Arena, fast, tmp_path: Path, monkeypatch, nam
     grades = []
     for copy in ("first", "second"):
         folder = hostile_submission(attack, arena, tmp_path / copy)
-        grades.append(grade_submission(folder, fast, device="cpu", only=attack.only))
+        grades.append(kept_grade(folder, fast, only=attack.only))
     return [split(g, attack) for g in grades]
 
 
