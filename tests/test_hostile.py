@@ -183,6 +183,8 @@ def test_an_attack_scores_zero_where_it_attacks_and_nowhere_else(attack, fast, b
         instructor = json.dumps(results_document(g, fast, instructor=True)) + render_report(g, fast, instructor=True)
         assert secret not in student and shown in student
         assert secret in instructor
+        if attack.secret_lines:  # nor the line numbers of the hidden checks' forbidden calls
+            assert attack.line_mark(arena.nonce) not in student and attack.line_mark(arena.nonce) in instructor
     # Every message is bounded (torchgrade/engine/bounds.py), whatever the submission sent.
     assert max(len(t.output) for t in g.tests) < 5000
 

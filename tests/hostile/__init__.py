@@ -44,10 +44,18 @@ class Attack:
     #: must be in the instructor's copy and nowhere in the student's; `shown` is its visible checks' own.
     secret: str = ""
     shown: str = ""
+    #: Its forbidden calls in hidden checks are made from lines it numbered after the nonce (`line_mark`): that
+    #: "line <mark>" must be in the instructor's copy and nowhere in the student's.
+    secret_lines: bool = False
 
     @property
     def code(self) -> str:
         return (CORPUS / f"{self.name}.py").read_text()
+
+    @staticmethod
+    def line_mark(nonce: str) -> str:
+        """The first digits of the line numbers an attack with `secret_lines` chose (tests/hostile/print_hidden_inputs.py)."""
+        return f"line {int(nonce[:5], 16) + 1_000_000}"
 
     @property
     def only(self) -> tuple[str, ...]:
@@ -136,7 +144,7 @@ ATTACKS = (
            message="Tensor"),
     # Reaching out: files, other processes, the network, the report.
     Attack("write_results", ("tensors.gather",), level="unprivileged-user"),
-    Attack("print_hidden_inputs", ("tensors.gather",), secret="HIDDEN-INPUT-", shown="VISIBLE-INPUT-"),
+    Attack("print_hidden_inputs", ("tensors.gather",), secret="HIDDEN-INPUT-", shown="VISIBLE-INPUT-", secret_lines=True),
     Attack("html_injection", ("tensors.gather",), files=(_EVIL_FILE,)),
     Attack("symlink_to_reference", ("tensors.gather",), symlinks=(("helper.py", "reference/tensors.py"),)),
     Attack("read_secrets", ("tensors.gather",), level="unprivileged-user", works_unisolated=True),

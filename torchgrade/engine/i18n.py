@@ -208,6 +208,10 @@ MESSAGES: dict[str, dict[str, str]] = {
                         "zh": "评测程序比较你的结果超过了每项检查的上限 {seconds} 秒，已停止：请返回题目要求的类型和大小的结果"},
     "hidden_check_details": {"en": "a hidden check: its inputs, output and messages are in the instructor's copy",
                              "zh": "隐藏检查：其输入、输出和信息只在教师的副本中"},
+    "scored_zero": {"en": "scored zero: {why}", "zh": "记零分：{why}"},
+    "forbidden_in_a_hidden_check": {"en": "a hidden check of this target found a forbidden call (its message is in "
+                                          "the instructor's copy)",
+                                    "zh": "该目标的一项隐藏检查发现了禁止的调用（其信息只在教师的副本中）"},
     "sandbox_unavailable": {"en": "the sandbox cannot start on this computer: {why}",
                             "zh": "沙箱无法在这台电脑上启动：{why}"},
     "checks_did_not_pass": {"en": "{count} graded checks did not pass (exit status 1)",

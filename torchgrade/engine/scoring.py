@@ -96,13 +96,15 @@ def assign_points(results: list[CheckResult], assignment: Assignment) -> None:
             points = 0.0
         graded = [c for c in checks if c.status != "skipped"]
         share = points / len(graded) if graded else 0.0
-        forbidden = next((c for c in checks if c.forbidden), None)
+        # (a visible check's message where one has it: a hidden check's, line numbers included, is the instructor's)
+        forbidden = min((c for c in checks if c.forbidden), key=lambda c: c.visibility != "visible", default=None)
         for c in checks:
             c.max_score = share if c.status != "skipped" else 0.0
             c.score = share if c.status == "passed" and forbidden is None else 0.0
             if forbidden is not None and c.status == "passed":
                 c.status = "failed"
-                c.output = f"scored zero: {forbidden.output.splitlines()[0]}"
+                c.output = t("scored_zero", why=forbidden.output.splitlines()[0] if forbidden.visibility == "visible"
+                             else t("forbidden_in_a_hidden_check"))
 
 
 def points_text(value: float) -> str:
