@@ -155,6 +155,17 @@ def test_the_copying_pairs_rank_above_every_pair_of_independent_students_by_evid
     assert first.evidence < sum(m.similarity for m in first.matches)
 
 
+def test_the_first_pairs_open_to_their_targets_the_code_shown_within_its_budget(disguised):
+    report, *_ = disguised
+    page = sim.render(report, COURSE, {}, most=5, blocks=3)
+    assert page.count('<details class="card pair"') == 5 and page.count('<div class="match">') == 3
+    first, second = report.pairs[0], report.pairs[1]
+    assert f"{first.count - 3} more targets at 60% or more" in page  # the first pair's others named
+    assert f"{second.count} targets at 60% or more: <code>{second.matches[0].target}</code>" in page
+    assert "the code of 3 targets is below, the first pairs'; the first 5 pairs open" in page
+    assert page.count('<a href="#pair-') == 5 and len(report.pairs) > 5  # the others only in the table
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The tiny course graded for a class: ann and ben hand in the same own one_hot (ben's renamed and
