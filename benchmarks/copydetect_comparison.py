@@ -11,7 +11,8 @@ tests/test_similarity.py holds torchgrade to:
 2. The class of tests/near_copies.py `disguised_class` (19 independent students from the fairness corpus,
    six disguised copies of them, two copies of the reference): where the seven copying pairs rank among all
    pairs of students (the reference left out: copydetect has no sources), by torchgrade's evidence and by copydetect (a pair's score: the sum over modules of
-   its file pair's similarity), and the highest-ranked pair of independent students. With the time each took.
+   its file pair's similarity), and the highest-ranked pair of independent students. With the time each took,
+   and each copying pair's lowest torchgrade similarity over the targets it copied.
 """
 
 from __future__ import annotations
@@ -90,16 +91,22 @@ def main() -> None:
                 theirs[(a, b)] = sum(_similarity(copydetect, prints[a][m], prints[b][m]) for m in names)
         theirs_seconds = time.perf_counter() - started
         ours = {(a, b): report.evidence.get((a, b), 0.0) for i, a in enumerate(people) for b in people[i + 1:]}
-        print(f"\n2. The class: {len(people)} students, {len(ours)} pairs of students; the {len(copies)} copying pairs' "
-              "ranks (1 = first)")
+        print(f"\n2. The class: {len(people)} students, {len(ours)} pairs of students; each copying pair's lowest "
+              "torchgrade similarity over the targets it copied")
+        found = {frozenset((p.a, p.b)): {m.target: m.similarity for m in p.matches} for p in report.pairs}
+        for pair, kind in zip(copies, [*DISGUISES, "both copied the reference"]):
+            lowest = min(copies[pair], key=lambda t: found.get(pair, {}).get(t, 0.0))
+            print(f"   {kind:26s} {' and '.join(sorted(pair)):34s} {len(copies[pair]):2d} targets, lowest "
+                  f"{found.get(pair, {}).get(lowest, 0.0):.2f} ({lowest})")
+        print(f"   the {len(copies)} copying pairs' ranks (1 = first):")
         for label, scores, seconds in (("torchgrade evidence", ours, ours_seconds), ("copydetect", theirs, theirs_seconds)):
             ranked = sorted(scores, key=lambda k: -scores[k])
             ranks = sorted(ranked.index(tuple(sorted(pair))) + 1 for pair in copies)
             honest = [k for k in ranked if k[0] in independent and k[1] in independent]
-            margin = min(scores[tuple(sorted(pair))] for pair in copies) / max(scores[honest[0]], 1e-9)
+            lowest = min(scores[tuple(sorted(pair))] for pair in copies)
             print(f"   {label:20s} copying pairs at {ranks}; first pair of independent students at "
-                  f"{ranked.index(honest[0]) + 1}; lowest copying pair / highest independent pair: {margin:.1f}; "
-                  f"{seconds:.1f} s")
+                  f"{ranked.index(honest[0]) + 1}; lowest copying pair / highest independent pair: {lowest:.2f} / "
+                  f"{scores[honest[0]]:.2f} = {lowest / max(scores[honest[0]], 1e-9):.1f}; {seconds:.1f} s")
 
 
 if __name__ == "__main__":

@@ -290,6 +290,13 @@ DISGUISES = {
 }
 
 
+def definitions(modules: dict[str, str], qualname: str) -> str | None:
+    """The syntax tree of a target's definition in `modules` (the last one, as Python keeps it), without its layout."""
+    module, name = qualname.split(".", 1)
+    found = [n for n in ast.parse(modules[module]).body if getattr(n, "name", None) == name]
+    return ast.dump(found[-1]) if found else None
+
+
 def _written(text: str, targets: set[str]) -> set[str]:
     """The targets a fairness file defines (it is appended to a module: its definitions replace the stub's)."""
     return {n.name for n in ast.parse(text).body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in targets}
@@ -298,8 +305,10 @@ def _written(text: str, targets: set[str]) -> set[str]:
 def disguised_class(root, assignment, independent: int = 19):
     """A class of `independent` students, each the stubs with one or two of the fairness corpus's own
     solutions (tests/fairness/<module>/*.py) written in, no file given to two students; six more, each a
-    copy of one of the first six with one kind of disguise (DISGUISES, in order) applied to what it wrote;
-    and two who both copied the reference (renamed and reformatted; operands swapped).
+    copy of another of them with one kind of disguise (DISGUISES, in order) applied to what it wrote, the
+    first student whose code that disguise changes (for "helpers inlined", a student who moved the tail of
+    each function into a helper, `extract`: no solution of the corpus has one); and two who both copied the
+    reference (renamed and reformatted; operands swapped).
 
     Returns (students {name: {module: text}}, {copying pair (a frozenset): the targets copied (exercise.target)},
     the independent students' names)."""
@@ -319,11 +328,21 @@ def disguised_class(root, assignment, independent: int = 19):
         code[module] = code[module] + "\n\n" + path.read_text()
         mine.setdefault(module, set()).update(_written(path.read_text(), targets[module]))
     copies = {}
-    for (kind, disguise), original in zip(DISGUISES.items(), sorted(students)[:6]):
-        who = f"copy-of-{original}"
-        students[who] = {m: disguise(text, wrote[original].get(m, set())) if wrote[original].get(m) else stubs[m]
-                         for m, text in students[original].items()}
-        copies[frozenset((original, who))] = {f"{m}.{t}" for m, ts in wrote[original].items() for t in ts}
+    for kind, disguise in DISGUISES.items():
+        # the first student whose own code this disguise changes (not every solution has a range loop to rewrite)
+        for original in sorted(set(students) - {who for pair in copies for who in pair}):
+            code = students[original]
+            if kind == "helpers inlined":  # no fairness solution has a helper: this student writes some
+                code = {m: extract(text, wrote[original][m]) if wrote[original].get(m) else text for m, text in code.items()}
+            copied = {f"{m}.{t}" for m, ts in wrote[original].items() for t in ts}
+            disguised = {m: disguise(text, wrote[original].get(m, set())) if wrote[original].get(m) else stubs[m]
+                         for m, text in code.items()}
+            if any(definitions(code, t) != definitions(disguised, t) for t in copied):
+                break
+        else:
+            raise ValueError(f"no solution in {root} that '{kind}' changes")
+        students[original], students[f"copy-of-{original}"] = code, disguised
+        copies[frozenset((original, f"copy-of-{original}"))] = copied
     students["ref-copy-1"] = {m: near_copy(text, seed=1) for m, text in reference.items()}
     students["ref-copy-2"] = {m: commute(text) for m, text in reference.items()}
     copies[frozenset(("ref-copy-1", "ref-copy-2"))] = {t.qualname for t in assignment.targets}

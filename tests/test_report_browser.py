@@ -239,16 +239,16 @@ def overview(assignment, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def similarity(assignment, tmp_path_factory) -> Path:
-    """The similarity page of a class: near-copies of the reference (renamed, reformatted) and the stubs."""
-    from near_copies import near_copy
+    """The similarity page of tests/near_copies.py's class (independent solutions, disguised copies, copies of the
+    reference) and a student with a long name who kept the stubs; the code of 12 targets shown."""
+    from near_copies import disguised_class
 
     from torchgrade.classroom import similarity as sim
 
     names = tuple(e.name for e in assignment.exercises)
-    reference = sim.modules(assignment.reference_dir, names)
-    students = {f"student-{i}": {m: near_copy(text, seed=i) for m, text in reference.items()} for i in range(2)}
+    students, _, _ = disguised_class(ROOT / "tests" / "fairness", assignment)
     students["a-student-with-a-very-long-submission-folder-name_12345_67890"] = sim.modules(assignment.stubs_dir, names)
-    report = sim.analyse(students, assignment, {"reference": reference})
+    report = sim.analyse(students, assignment, {"reference": sim.modules(assignment.reference_dir, names)})
     path = tmp_path_factory.mktemp("similarity") / sim.PAGE
     path.write_text(sim.render(report, assignment, {name: f"{name}/report.html" for name in students}, most=12,
                                blocks=12))
@@ -272,6 +272,34 @@ def test_the_pages_fit_a_390_pixel_phone(browser, page, request):
         .map(e => e.className + ': ' + e.textContent.trim().slice(0, 40))""")
     assert outside == []
     assert browser.errors() == []
+
+
+def test_the_similarity_page_leads_with_the_pairs_and_its_line_numbers_stay_narrow(browser, similarity, assignment,
+                                                                                 tmp_path):
+    from torchgrade.classroom import similarity as sim
+
+    _open(browser, similarity, 1280)
+    # the ranked pairs start on the first screen, the first pair a copying one
+    assert browser.evaluate("document.querySelector('table').getBoundingClientRect().top") < 900
+    first = browser.evaluate("document.querySelector('table tbody tr').textContent")
+    assert "ref-copy" in first or "copy-of-" in first
+    shot = browser.send("Page.captureScreenshot", format="png")
+    destination = os.environ.get("TORCHGRADE_SCREENSHOTS")  # keep it for a person to look at (docs/similarity.png)
+    if destination:
+        Path(destination).mkdir(parents=True, exist_ok=True)
+        (Path(destination) / "similarity.png").write_bytes(base64.b64decode(shot["data"]))
+    assert browser.errors() == []
+
+    # Code narrower than its box: the line numbers keep to their own width (the table, stretched to the box,
+    # once spread its extra width over them too).
+    code = sim.modules(assignment.stubs_dir, ("modules",))
+    code["modules"] += "\n\nclass MyLayer(nn.Module):\n    def forward(self, x):\n        return x - x.mean()\n"
+    page = tmp_path / sim.PAGE
+    page.write_text(sim.render(sim.analyse({"ann": code, "ben": code}, assignment, {}), assignment, {}))
+    _open(browser, page, 1280)
+    numbers = browser.evaluate("Array.from(document.querySelectorAll('.code td.ln')).map(e => e.offsetWidth)")
+    box = browser.evaluate("document.querySelector('.code').clientWidth")
+    assert numbers and max(numbers) < 60 < box / 4, (numbers, box)
 
 
 def test_the_students_table_sorts_from_the_keyboard(browser, overview):

@@ -17,7 +17,7 @@ from torchgrade.classroom import similarity as sim
 from torchgrade.cli import main
 from torchgrade.engine.config import load_assignment
 
-from near_copies import DISGUISES, disguised_class, near_copy
+from near_copies import DISGUISES, definitions, disguised_class, near_copy
 from tiny_course import make_course, student
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,13 +124,18 @@ def disguised():
     read as the command reads a graded class (no grading needed: similarity reads only the code)."""
     students, copies, independent = disguised_class(ROOT / "tests" / "fairness", COURSE)
     report = sim.analyse(students, COURSE, {"reference": sim.modules(COURSE.reference_dir, NAMES)})
-    return report, copies, independent
+    return report, copies, independent, students
 
 
 def test_every_disguised_copy_of_an_independent_solution_is_at_least_60_percent_similar(disguised):
-    report, copies, _ = disguised
+    report, copies, _, students = disguised
     listed = {frozenset((p.a, p.b)): {m.target: m.similarity for m in p.matches} for p in report.pairs}
     assert len(copies) == 7
+    # each disguise changed the definition of a target it copied (not only the layout of what it copied)
+    for pair in copies:
+        if "ref-copy-1" not in pair:
+            original, copy = sorted(pair, key=lambda who: who.startswith("copy-of-"))
+            assert any(definitions(students[original], t) != definitions(students[copy], t) for t in copies[pair]), pair
     for pair, targets in copies.items():
         assert targets and targets <= set(listed[pair]), (sorted(pair), targets - set(listed[pair]))
 
@@ -138,7 +143,7 @@ def test_every_disguised_copy_of_an_independent_solution_is_at_least_60_percent_
 def test_the_copying_pairs_rank_above_every_pair_of_independent_students_by_evidence(disguised):
     """The six disguised pairs and the two students who copied the reference (each with the reference, and
     with each other) rank above every pair of independent students."""
-    report, copies, independent = disguised
+    report, copies, independent, _ = disguised
     copying = [tuple(sorted(pair)) for pair in copies] + [("ref-copy-1", "reference"), ("ref-copy-2", "reference")]
     honest = [report.evidence.get((a, b), 0.0) for i, a in enumerate(independent) for b in independent[i + 1:]]
     assert len(copying) == 9 and len(honest) == 19 * 18 // 2
@@ -148,6 +153,17 @@ def test_the_copying_pairs_rank_above_every_pair_of_independent_students_by_evid
     # code every correct student writes alike weighs less than its similarity: evidence is below the sum
     first = report.pairs[0]
     assert first.evidence < sum(m.similarity for m in first.matches)
+
+
+def test_the_first_pairs_open_to_their_targets_the_code_shown_within_its_budget(disguised):
+    report, *_ = disguised
+    page = sim.render(report, COURSE, {}, most=5, blocks=3)
+    assert page.count('<details class="card pair"') == 5 and page.count('<div class="match">') == 3
+    first, second = report.pairs[0], report.pairs[1]
+    assert f"{first.count - 3} more targets at 60% or more" in page  # the first pair's others named
+    assert f"{second.count} targets at 60% or more: <code>{second.matches[0].target}</code>" in page
+    assert "the code of 3 targets is below, the first pairs'; the first 5 pairs open" in page
+    assert page.count('<a href="#pair-') == 5 and len(report.pairs) > 5  # the others only in the table
 
 
 @pytest.fixture(scope="module")

@@ -580,13 +580,12 @@ def as_json(report: Report) -> dict:
 
 def render(report: Report, assignment: Assignment, links: dict[str, str], most: int = MOST, blocks: int = BLOCKS) -> str:
     """The page: pairs of people ranked by evidence, each opening to its targets and the matched lines (the
-    code of the first `most` pairs, `blocks` targets in all; every pair is in the table)."""
+    first `most` pairs open, listing their targets, with the code of `blocks` targets in all, the first pairs';
+    every pair is in the table)."""
     from torchgrade.outputs.report import _env
 
-    shown: list[int] = []  # how many of each shown pair's targets show their code
+    shown: list[int] = []  # how many of each opening pair's targets show their code
     for p in report.pairs[:most]:
-        if blocks <= 0:
-            break
         shown.append(min(p.count, blocks))
         blocks -= shown[-1]
     partial = len(shown) < len(report.pairs) or any(n < p.count for n, p in zip(shown, report.pairs))
