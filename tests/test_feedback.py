@@ -286,29 +286,45 @@ def test_rerun_command(nodeid, device, command):
     assert rerun_command(result) == command
 
 
-def test_a_module_graded_from_a_notebook_is_named_by_its_file_and_its_reruns_check_notebooks(assignment):
-    """The terminal, the report and the printed-output headings say `tensors.ipynb`; a rerun line from the
-    report (`grade`, the autograder) checks the student's notebooks/ folder; a .py module keeps its name."""
-    grade = Grade(submission="alice", devices=["cpu"], notebooks={"tensors": "tensors.ipynb"}, tests=[
+def _notebook_grade() -> Grade:
+    """alice handed in tensors.ipynb: one failure, and the notebook printed while it was imported."""
+    return Grade(submission="alice", devices=["cpu"], notebooks={"tensors": "tensors.ipynb"}, tests=[
         _result("tensors.view: matches [cpu]", "failed", output="called: view(x)\nthe result: expected 1, got 2")],
         output="graded on: cpu\n--- printed by tensors.ipynb while importing ---\nhello")
-    view = build(grade, assignment)
-    text = click.unstyle("\n".join(terminal.render(view)))
+
+
+def test_a_module_graded_from_a_notebook_is_named_by_its_file_on_pages_and_in_the_terminal(assignment):
+    """The terminal, the report and the printed-output heading say `tensors.ipynb`, results.json keeps
+    which modules came from notebooks (a report rebuilt from it says the same); a .py module keeps its name."""
+    from torchgrade.engine.results import read_grade, results_document
+
+    grade = _notebook_grade()
+    text = click.unstyle("\n".join(terminal.render(build(grade, assignment))))
     page = render_report(grade, assignment)
     assert "tensors.ipynb" in text and "tensors.py" not in text, text
     assert "<code>tensors.ipynb</code>" in page and "tensors.py" not in page
-    assert view.failures[0].rerun == "torchgrade check tensors.view::test_x --device cpu --path notebooks"
-    # the student's own `--path` and the kernel's magic are kept as they are
-    assert build(grade, assignment, path="mine").failures[0].rerun.endswith("--path mine")
+    assert "printed by tensors.ipynb while importing" in page
+    assert read_grade(results_document(grade, assignment)).notebooks == {"tensors": "tensors.ipynb"}
+    plain = Grade(submission="bob", devices=["cpu"], tests=grade.tests)
+    assert "tensors.py" in click.unstyle("\n".join(terminal.render(build(plain, assignment))))
+    assert "<code>tensors.py</code>" in render_report(plain, assignment)
+
+
+def test_a_reports_rerun_line_of_a_notebook_module_checks_the_students_notebooks_folder(assignment):
+    """A report of `grade` or the autograder (no --path known): the rerun line checks `notebooks/`, where the
+    bundle keeps the student's notebooks, not the untouched stub in exercises/; a .py module's checks the
+    default folder; a student's own `--path` and the kernel's magic are kept as they are."""
+    grade = _notebook_grade()
+    assert build(grade, assignment).failures[0].rerun == \
+        "torchgrade check tensors.view::test_x --device cpu --path notebooks"
+    assert "<code>torchgrade check tensors.view::test_x --device cpu --path notebooks</code>" in \
+        render_report(grade, assignment)
+    assert build(grade, assignment, path="mine").failures[0].rerun.endswith("--device cpu --path mine")
     assert "--path" not in build(grade, assignment, path="").failures[0].rerun  # `check` of the default folder
     assert build(grade, assignment, command="%torchgrade check").failures[0].rerun == \
         "%torchgrade check tensors.view::test_x --device cpu"
     plain = Grade(submission="bob", devices=["cpu"], tests=grade.tests)
-    assert "tensors.py" in click.unstyle("\n".join(terminal.render(build(plain, assignment))))
     assert "--path" not in build(plain, assignment).failures[0].rerun
-    from torchgrade.engine.results import read_grade, results_document
-
-    assert read_grade(results_document(grade, assignment)).notebooks == {"tensors": "tensors.ipynb"}
 
 
 def test_the_cuda_note_draws_its_icon_with_no_font(assignment):

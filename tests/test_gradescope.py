@@ -452,7 +452,7 @@ def test_a_notebook_handed_in_is_graded_as_its_module_with_messages_that_name_it
     root = unpacked(tiny_autograder)
     (root / "submission" / "hw1").mkdir()
     (root / "submission" / "hw1" / "tensors.ipynb").write_text(solved_notebook(
-        "def broadcast_shape(*shapes):\n    raise ValueError('not yet')\n"))
+        "def broadcast_shape(*shapes):\n    raise ValueError('not yet')\n\n\nprint('hello from the notebook')\n"))
     assert find_submission(root / "submission", ("tensors",)) == root / "submission" / "hw1"
     done = run_autograder(root, "host")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -461,6 +461,9 @@ def test_a_notebook_handed_in_is_graded_as_its_module_with_messages_that_name_it
     failed = [t for t in document["tests"] if t["status"] == "failed"]
     assert failed and all('File "tensors.ipynb", cell 7, line 2, in broadcast_shape' in t["output"] for t in failed)
     assert "tensors.py" not in "".join(t["output"] for t in failed)
+    # what it printed is said to come from the notebook, and the document keeps which module was one
+    assert "--- printed by tensors.ipynb while importing ---\nhello from the notebook" in document["output"]
+    assert "tensors.py" not in document["output"] and document["extra_data"]["notebooks"] == {"tensors": "tensors.ipynb"}
 
 
 def test_autograde_is_listed_and_the_docs_recipe_runs_a_built_autograder_on_a_submission_here(tmp_path):

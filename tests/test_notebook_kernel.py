@@ -203,11 +203,12 @@ def test_a_notebook_course_from_init_to_a_students_kernel_says_no_wrong_word(tmp
     assert report_reruns and all(r.endswith("--device cpu --path notebooks") for r in report_reruns), report_reruns
     env = {k: v for k, v in os.environ.items() if k != "TORCHGRADE_LANG"}
     env["PYTHONPATH"] = str(bundle)  # the bundle's own engine, as `pip install .` there gives
-    command = report_reruns[0].replace("torchgrade check", f"{sys.executable} -m torchgrade.cli check", 1)
-    again = subprocess.run(["bash", "-c", f"{command} --report {tmp_path / 'again'}"], cwd=bundle, env=env,
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
-    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
-    one = json.loads((tmp_path / "again" / "results.json").read_text())
-    assert len(one["tests"]) == 1 and one["tests"][0]["status"] == "failed", one["tests"]
-    assert report_reruns[0].split("::")[1].split()[0].removeprefix("test_").replace("_", " ") in one["tests"][0]["name"]
-    assert not PY_NAME.search(again.stdout + again.stderr) and "activations.ipynb" in again.stdout
+    for number, rerun in enumerate(report_reruns):  # each as printed, but for the installed command's name
+        command = rerun.replace("torchgrade check", f"{sys.executable} -m torchgrade.cli check", 1)
+        again = subprocess.run(["bash", "-c", f"{command} --report {tmp_path / f'again{number}'}"], cwd=bundle,
+                               env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+        one = json.loads((tmp_path / f"again{number}" / "results.json").read_text())
+        assert len(one["tests"]) == 1 and one["tests"][0]["status"] == "failed", one["tests"]
+        assert rerun.split("::")[1].split()[0].removeprefix("test_").replace("_", " ") in one["tests"][0]["name"]
+        assert not PY_NAME.search(again.stdout + again.stderr) and "activations.ipynb" in again.stdout

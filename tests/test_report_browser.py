@@ -255,13 +255,33 @@ def similarity(assignment, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def notebook_check(tmp_path_factory) -> Path:
+    """What the in-notebook check shows in a cell: a failure's long message and its rerun line."""
+    from torchgrade.notebook import Verdicts
+
+    name = "tensors.view: matches the reference on a transposed input of many elements [cpu]"
+    rerun = "%torchgrade check tensors.view::test_matches_the_reference_on_a_transposed_input_of_many_elements --device cpu"
+    rows = [{"name": name, "status": "failed", "score": 0.0, "max_score": 1.0,
+             "output": "called: view(float32 tensor of shape (2, 3) = [[0., 1., 2.], [3., 4., 5.]], 3, 2)\n"
+                       "the result: expected (3, 2), got (2, 3)\n"
+                       'File "tensors.ipynb", cell 4, line 3, in view'},
+            {"name": "tensors.view: keeps the dtype [cpu]", "status": "passed", "score": 1.0, "max_score": 1.0}]
+    shown = Verdicts(rows=rows, text="", status=1, score=1.0, max_score=2.0, reruns={name: rerun})._repr_html_()
+    path = tmp_path_factory.mktemp("notebook") / "cell.html"
+    path.write_text('<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" '
+                    f'content="width=device-width"><title>a check cell</title><body>{shown}</body></html>',
+                    encoding="utf-8")
+    return path
+
+
 def _open(browser, path: Path, width: int = 1100) -> None:
     browser.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
     browser.send("Page.navigate", url=path.as_uri())
     browser.wait_for("Page.loadEventFired")
 
 
-@pytest.mark.parametrize("page", ["report", "overview", "similarity"])
+@pytest.mark.parametrize("page", ["report", "overview", "similarity", "notebook_check"])
 def test_the_pages_fit_a_390_pixel_phone(browser, page, request):
     _open(browser, request.getfixturevalue(page), PHONE)
     browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
@@ -271,6 +291,11 @@ def test_the_pages_fit_a_390_pixel_phone(browser, page, request):
         .filter(e => !e.closest('.table-wrap') && e.getBoundingClientRect().right > {PHONE} + 0.5)
         .map(e => e.className + ': ' + e.textContent.trim().slice(0, 40))""")
     assert outside == []
+    broken = browser.evaluate("""Array.from(document.querySelectorAll('.pts')).filter(e => {
+        const range = document.createRange(); range.selectNodeContents(e);
+        return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size > 1; })
+        .map(e => e.textContent.trim())""")
+    assert broken == [], "a score broken over lines"
     assert browser.errors() == []
 
 
