@@ -29,18 +29,12 @@ RNN cells) have no CPU kernel to run; ``torch.Generator("cuda")`` and ``torch.cu
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from torchgrade.base.paths import cache_dir
+from torchgrade.sandbox import cppbuild
 
 SOURCE = Path(__file__).with_name("cudastandin.cpp")
 NAME = "_torchgrade_cudastandin"
@@ -52,30 +46,17 @@ COMPILED = "compiled stand-in"
 module: Any = None
 
 
-class BuildError(Exception):
-    """The compiled stand-in cannot be built here (no compiler, no headers, a compile error)."""
-
-
-def _suffix() -> str:
-    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+BuildError = cppbuild.BuildError
 
 
 def folder() -> Path:
     """Where the build for this torch, Python, platform and source lives."""
-    from importlib import metadata
-
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
-    return cache_dir() / "cudastandin" / key.replace(os.sep, "_")
+    return cppbuild.folder("cudastandin", SOURCE)
 
 
 def built() -> Path | None:
     """The compiled library, where one exists (or the one ENV_VAR names)."""
-    override = os.environ.get(ENV_VAR)
-    if override:
-        return None if override == "off" else Path(override)
-    path = folder() / f"{NAME}{_suffix()}"
-    return path if path.is_file() else None
+    return cppbuild.built("cudastandin", SOURCE, NAME, ENV_VAR)
 
 
 def build() -> Path:
@@ -83,40 +64,15 @@ def build() -> Path:
 
     Needs torch's Python library too (``set_requires_device_init``), unlike the observer."""
     import torch
-    from torch.utils import cpp_extension
 
     existing = built()
     if existing is not None:
         return existing
-    compiler = os.environ.get("CXX") or "c++"
-    if shutil.which(compiler) is None:
-        raise BuildError(f"no C++ compiler ({compiler}) on PATH")
-    includes = cpp_extension.include_paths()
-    if not any((Path(p) / "torch" / "csrc" / "utils" / "device_lazy_init.h").is_file() for p in includes):
-        raise BuildError("torch's C++ headers are not installed")
     if torch.cuda.is_available() or torch.version.cuda is not None:
         raise BuildError("this torch has CUDA: the stand-in is for torch built without it")
-    target = folder() / f"{NAME}{_suffix()}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    libraries = cpp_extension.library_paths()
-    fd, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
-    os.close(fd)
-    command = [compiler, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-               *(f"-I{p}" for p in includes), f"-I{sysconfig.get_paths()['include']}", str(SOURCE),
-               *(f"-L{p}" for p in libraries), "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
-               *(f"-Wl,-rpath,{p}" for p in libraries), "-o", partial]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise BuildError(f"the compile failed: {(done.stderr or done.stdout).strip()[-2000:]}")
-        os.replace(partial, target)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BuildError(f"the compile could not run: {e}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-    return target
+    return cppbuild.compile_into(folder() / f"{NAME}{cppbuild.SUFFIX}", SOURCE,
+                                 header="torch/csrc/utils/device_lazy_init.h",
+                                 libraries=("c10", "torch_cpu", "torch", "torch_python"), timeout=900)
 
 
 def load(path: str | os.PathLike | None = None) -> Any:

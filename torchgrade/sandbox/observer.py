@@ -25,18 +25,15 @@ Where it comes from (the trusted side only; the sandbox never compiles or writes
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from torchgrade.base.paths import cache_dir
+from torchgrade.sandbox import cppbuild
 
 SOURCE = Path(__file__).with_name("observer.cpp")
 NAME = "_torchgrade_observer"
@@ -52,63 +49,23 @@ module: Any = None
 functions: dict[str, Any] = {}
 
 
-class BuildError(Exception):
-    """The observer cannot be compiled here (no compiler, no headers, a compile error)."""
+BuildError = cppbuild.BuildError
 
 
 def folder() -> Path:
     """Where the build for this torch, Python, platform and source lives."""
-    from importlib import metadata
-
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]  # (torch's version without importing it)
-    key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
-    return cache_dir() / "observer" / key.replace(os.sep, "_")
+    return cppbuild.folder("observer", SOURCE)
 
 
 def built() -> Path | None:
     """The compiled library, where one exists."""
-    override = os.environ.get(ENV_VAR)
-    if override:
-        return None if override == "off" else Path(override)
-    path = folder() / f"{NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    return path if path.is_file() else None
+    return cppbuild.built("observer", SOURCE, NAME, ENV_VAR)
 
 
 def build() -> Path:
     """Compile the observer into its cache folder (once); its path. Raises BuildError."""
-    import torch
-    from torch.utils import cpp_extension
-
-    existing = built()
-    if existing is not None:
-        return existing
-    compiler = os.environ.get("CXX") or "c++"
-    if shutil.which(compiler) is None:
-        raise BuildError(f"no C++ compiler ({compiler}) on PATH")
-    includes = cpp_extension.include_paths()
-    if not any((Path(p) / "ATen" / "record_function.h").is_file() for p in includes):
-        raise BuildError("torch's C++ headers are not installed")
-    target = folder() / f"{NAME}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    libraries = cpp_extension.library_paths()
-    fd, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
-    os.close(fd)
-    command = [compiler, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-               *(f"-I{p}" for p in includes), f"-I{sysconfig.get_paths()['include']}", str(SOURCE),
-               *(f"-L{p}" for p in libraries), "-lc10", "-ltorch_cpu",
-               *(f"-Wl,-rpath,{p}" for p in libraries), "-o", partial]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise BuildError(f"the compile failed: {(done.stderr or done.stdout).strip()[-2000:]}")
-        os.replace(partial, target)  # (a reader never sees half a library)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BuildError(f"the compile could not run: {e}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-    return target
+    return built() or cppbuild.compile_into(folder() / f"{NAME}{cppbuild.SUFFIX}", SOURCE, header="ATen/record_function.h",
+                                            libraries=("c10", "torch_cpu"), timeout=600)
 
 
 def build_later() -> None:

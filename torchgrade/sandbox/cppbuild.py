@@ -1,0 +1,74 @@
+"""Building the sandbox's C++ extensions (the compiled observer, the compiled CUDA stand-in) into the user's
+cache: one folder per torch version, Python, platform and source digest, written whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchgrade.base.paths import cache_dir
+
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+class BuildError(Exception):
+    """An extension cannot be compiled here (no compiler, no headers, a compile error)."""
+
+
+def folder(kind: str, source: Path) -> Path:
+    """Where the build of `source` for this torch, Python and platform lives."""
+    from importlib import metadata
+
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]  # (torch's version without importing it)
+    key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
+    return cache_dir() / kind / key.replace(os.sep, "_")
+
+
+def built(kind: str, source: Path, name: str, env_var: str) -> Path | None:
+    """The compiled library, where one exists (or the one `env_var` names; "off": none)."""
+    override = os.environ.get(env_var)
+    if override:
+        return None if override == "off" else Path(override)
+    path = folder(kind, source) / f"{name}{SUFFIX}"
+    return path if path.is_file() else None
+
+
+def compile_into(target: Path, source: Path, *, header: str, libraries: Sequence[str], timeout: float) -> Path:
+    """Compile `source` against torch's headers (`header` must be among them) and libraries into `target`."""
+    import torch
+    from torch.utils import cpp_extension
+
+    compiler = os.environ.get("CXX") or "c++"
+    if shutil.which(compiler) is None:
+        raise BuildError(f"no C++ compiler ({compiler}) on PATH")
+    includes = cpp_extension.include_paths()
+    if not any((Path(p) / header).is_file() for p in includes):
+        raise BuildError("torch's C++ headers are not installed")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    paths = cpp_extension.library_paths()
+    fd, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
+    os.close(fd)
+    command = [compiler, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+               *(f"-I{p}" for p in includes), f"-I{sysconfig.get_paths()['include']}", str(source),
+               *(f"-L{p}" for p in paths), *(f"-l{lib}" for lib in libraries),
+               *(f"-Wl,-rpath,{p}" for p in paths), "-o", partial]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise BuildError(f"the compile failed: {(done.stderr or done.stdout).strip()[-2000:]}")
+        os.replace(partial, target)  # (a reader never sees half a library)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"the compile could not run: {e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+    return target
