@@ -27,6 +27,8 @@ Layout, by side of the boundary:
 - ``sources.py`` trusted: a submission's files read bounded in size, parsed once per content.
 - ``observer.py`` both: the compiled watch (observer.cpp), built by the trusted side, loaded and proven
   in the sandbox.
+- ``cppbuild.py`` trusted: compiles the observer and the compiled CUDA stand-in into the user's cache.
+- ``cudastandin.py`` (cudastandin.cpp) sandbox: the compiled CUDA stand-in, experimental and off.
 - ``warmup.py``, ``provenance.py``, ``linetrace.py``, ``keyrings.py``, ``standin.py``: a sandbox
   process's preparation, where code comes from, line coverage, keyrings, the CUDA stand-in.
 """
