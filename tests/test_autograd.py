@@ -22,7 +22,7 @@ def test_untouched_stubs_score_zero(assignment):
 
 OTHER_CORRECT_AUTOGRAD = """
     def vjp(f, x, v):
-        x_ = x.detach().requires_grad_(True)             # no clone: detach already leaves the caller's x alone
+        x_ = x.clone().detach().requires_grad_(True)     # clone first (an inference tensor's alias refuses grad)
         y = f(x_)
         if not y.requires_grad:
             return torch.zeros_like(x)
@@ -31,7 +31,7 @@ OTHER_CORRECT_AUTOGRAD = """
 
 
     def jacobian(f, x):
-        x_ = x.detach().requires_grad_(True)
+        x_ = torch.empty_like(x).copy_(x).requires_grad_(True)
         y = f(x_)
         J = torch.zeros(y.numel(), x.numel(), dtype=x.dtype, device=x.device)
         if y.requires_grad:
@@ -43,7 +43,7 @@ OTHER_CORRECT_AUTOGRAD = """
 
 
     def second_derivative(f, x):
-        x_ = x.detach().requires_grad_(True)
+        x_ = x.detach().clone().requires_grad_(True)
         y = f(x_)
         if not y.requires_grad:
             return torch.zeros_like(x)
