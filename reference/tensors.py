@@ -320,8 +320,9 @@ def broadcast_to(x, shape):
 
     Raises ``RuntimeError`` when ``shape`` has fewer dims than ``x``, when a size differs from a
     non-1 size of ``x``, for ``-1`` in a new leading dim, and for any other negative size. A shape
-    with a size 0 before a negative size is not graded (``torch.broadcast_to`` returns a malformed
-    tensor there). Sizes are ints: a shape that holds a float size is not graded.
+    with a size 0 (or a ``-1`` that keeps a size 0 of ``x``) before a negative size is not graded
+    (``torch.broadcast_to`` returns a malformed tensor there). Sizes are ints: a shape that holds a
+    float size is not graded.
 
     Example::
 

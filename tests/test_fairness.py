@@ -115,7 +115,7 @@ def test_visible_pool2d_errors_accept_what_torch_pooling_raises(case):
 
 
 def test_visible_pad2d_errors_accept_what_f_pad_raises():
-    for shape in [(5,), ()]:
+    for shape in [(5,), (), (0,)]:
         assert raised_by(F.pad, torch.ones(shape), (1, 1, 1, 1)) in ("ValueError", *visible_conv.PAD_SHAPE_ERROR_ACCEPT)
 
 

@@ -94,6 +94,8 @@ VIEW_ERRORS = {
     "a-dim-spanning-two-chunks": (lambda d: (torch.arange(6, device=d).reshape(2, 3).t(), 6), ()),
     "an-expanded-input-flattened": (lambda d: (torch.arange(3.0, device=d).reshape(3, 1).expand(3, 4), 12), ()),
     "minus-one-where-the-other-sizes-do-not-divide-numel": (lambda d: (torch.arange(6.0, device=d), 4, -1), ()),
+    # a 0-dim x has one element, which 4 does not divide: RuntimeError, not an empty view of shape (4, 0)
+    "minus-one-beside-a-size-larger-than-a-0-dim-x": (lambda d: (torch.tensor(5.0, device=d), 4, -1), ()),
 }
 
 
