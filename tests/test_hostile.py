@@ -586,3 +586,30 @@ def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, t
             assert others and all(score == maximum > 0 for score, maximum in others.values()), (attack.name, others)
     finally:
         drop_zygote()
+
+
+HANGS_ON_EMPTY_LABELS = """
+
+_one_hot_as_written = one_hot
+
+
+def one_hot(labels, num_classes=-1):  # an honest mistake: a loop that never ends on empty labels
+    if labels.numel() == 0:
+        while True:
+            pass
+    return _one_hot_as_written(labels, num_classes)
+"""
+
+
+def test_an_honest_check_that_never_ends_where_verdicts_wait_costs_no_forbidden_call(fast, tmp_path, monkeypatch):
+    """At level `process` the profiler's verdicts wait in the worker; a check that runs past its time limit
+    ends the worker before the verdicts of its target's earlier checks are read. Those checks fail, saying
+    why; the target is not scored zero for a forbidden call, and its checks after the loop keep their points."""
+    monkeypatch.setenv(isolation.ENV_VAR, "process")
+    folder = make_submission(tmp_path / "hangs", append={"tensors": HANGS_ON_EMPTY_LABELS})
+    g = kept_grade(folder, fast, only=("tensors.one_hot",))
+    checks = [t for t in g.tests if t.status != "skipped"]
+    assert not any("forbidden" in t.output or t.forbidden for t in checks), [t.output for t in checks]
+    lost = [t for t in checks if "could not read what this call ran" in t.output]
+    assert lost and all(t.status == "failed" and t.score == 0 for t in lost)
+    assert 0 < g.score < g.max_score and any(t.status == "passed" for t in checks)

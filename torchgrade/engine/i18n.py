@@ -209,6 +209,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     "hidden_check_details": {"en": "a hidden check: its inputs, output and messages are in the instructor's copy",
                              "zh": "隐藏检查：其输入、输出和信息只在教师的副本中"},
     "scored_zero": {"en": "scored zero: {why}", "zh": "记零分：{why}"},
+    "verdict_lost": {"en": "the grader could not read what this call ran: a later check of this target ended its "
+                           "sandbox process (it crashed, exited or ran past its time limit) first, so nothing vouches "
+                           "for this result. Fix that check's failure and this one is graded again.",
+                     "zh": "评分器未能读取这次调用运行了什么：该目标后面的一项检查先结束了沙箱进程（崩溃、退出或超时），"
+                           "因此无法为这个结果作证。修正那项检查的失败后，这一项会重新评分。"},
     "forbidden_in_a_hidden_check": {"en": "a hidden check of this target found a forbidden call (its message is in "
                                           "the instructor's copy)",
                                     "zh": "该目标的一项隐藏检查发现了禁止的调用（其信息只在教师的副本中）"},

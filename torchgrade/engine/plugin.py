@@ -330,12 +330,18 @@ def _outcome(state: GradingState, result: CheckResult, status: str, text: str, f
 
 def settle(state: GradingState) -> None:
     """The deferred verdicts: a check whose requests ran a forbidden call unseen by the mode fails as it would
-    have failed at once (the first such request's message)."""
+    have failed at once (the first such request's message). A check whose record was lost with its worker
+    (a later check of its target crashed, exited or timed out first) fails, and only it: nothing vouches for
+    its result, but nothing was found either (an honest loop that never ends is not a forbidden call)."""
     if not state.awaiting or state._sandbox is None:
         return
     findings = state._sandbox.settle()
     for result, verdicts in state.awaiting:
         for token, verdict in verdicts:
+            if findings.get(token) == host.LOST_FINDINGS:
+                if result.status == "passed":
+                    _outcome(state, result, "failed", i18n.t("verdict_lost"), False)
+                break
             text = verdict(findings.get(token, {}))
             if text is not None:
                 _outcome(state, result, "failed", text, True)

@@ -41,6 +41,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `torch
 #: What a request's findings say when its worker ended before the grader read what the call ran.
 LOST = ("ended its sandbox process before the grader could read what this call ran (the grader could not read "
         "what this call ran, so it cannot vouch for its result)")
+#: A lost request's findings (`settle`): its check fails, and is not a forbidden call (engine/plugin.py).
+LOST_FINDINGS = {TAMPERED: LOST}
 #: The course probes folder sandboxes load (set by `use_course`; inherited by pool workers).
 COURSE_ENV = "TORCHGRADE_COURSE_PROBES"
 #: Environment variables a sandbox process may see; everything else (tokens, CI secrets) is dropped.
@@ -755,7 +757,7 @@ class Sandbox:
         while self._lost:
             token = self._lost.pop(0)
             self._asked.pop(token, None)
-            self.findings[token] = {TAMPERED: LOST}
+            self.findings[token] = dict(LOST_FINDINGS)
         return self.findings
 
     def _retire(self, exercise: str) -> None:
