@@ -12,6 +12,7 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchgrade.base.paths import cache_dir
@@ -23,25 +24,42 @@ class BuildError(Exception):
     """An extension cannot be compiled here (no compiler, no headers, a compile error)."""
 
 
-def folder(kind: str, source: Path) -> Path:
-    """Where the build of `source` for this torch, Python and platform lives."""
-    from importlib import metadata
+@dataclass(frozen=True)
+class Extension:
+    """One C++ extension: its cache folder's name, source, module name, the variable that overrides its
+    build ("off": none), a header of torch's it needs, the libraries it links and the compile's time limit."""
 
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]  # (torch's version without importing it)
-    key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
-    return cache_dir() / kind / key.replace(os.sep, "_")
+    kind: str
+    source: Path
+    name: str
+    env_var: str
+    header: str
+    libraries: Sequence[str]
+    timeout: float
+
+    def folder(self) -> Path:
+        """Where the build for this torch, Python, platform and source lives."""
+        from importlib import metadata
+
+        digest = hashlib.sha256(self.source.read_bytes()).hexdigest()[:12]  # (torch's version, not importing it)
+        key = f"torch-{metadata.version('torch')}-{sys.implementation.cache_tag}-{sysconfig.get_platform()}-{digest}"
+        return cache_dir() / self.kind / key.replace(os.sep, "_")
+
+    def built(self) -> Path | None:
+        """The compiled library, where one exists (or the one `env_var` names)."""
+        override = os.environ.get(self.env_var)
+        if override:
+            return None if override == "off" else Path(override)
+        path = self.folder() / f"{self.name}{SUFFIX}"
+        return path if path.is_file() else None
+
+    def build(self) -> Path:
+        """Compile it into its cache folder (once); its path. Raises BuildError."""
+        return self.built() or _compile_into(self.folder() / f"{self.name}{SUFFIX}", self.source, header=self.header,
+                                             libraries=self.libraries, timeout=self.timeout)
 
 
-def built(kind: str, source: Path, name: str, env_var: str) -> Path | None:
-    """The compiled library, where one exists (or the one `env_var` names; "off": none)."""
-    override = os.environ.get(env_var)
-    if override:
-        return None if override == "off" else Path(override)
-    path = folder(kind, source) / f"{name}{SUFFIX}"
-    return path if path.is_file() else None
-
-
-def compile_into(target: Path, source: Path, *, header: str, libraries: Sequence[str], timeout: float) -> Path:
+def _compile_into(target: Path, source: Path, *, header: str, libraries: Sequence[str], timeout: float) -> Path:
     """Compile `source` against torch's headers (`header` must be among them) and libraries into `target`."""
     import torch
     from torch.utils import cpp_extension

@@ -47,32 +47,20 @@ module: Any = None
 
 
 BuildError = cppbuild.BuildError
-
-
-def folder() -> Path:
-    """Where the build for this torch, Python, platform and source lives."""
-    return cppbuild.folder("cudastandin", SOURCE)
-
-
-def built() -> Path | None:
-    """The compiled library, where one exists (or the one ENV_VAR names)."""
-    return cppbuild.built("cudastandin", SOURCE, NAME, ENV_VAR)
+# (it needs torch's Python library too, for ``set_requires_device_init``, unlike the observer)
+_EXTENSION = cppbuild.Extension("cudastandin", SOURCE, NAME, ENV_VAR, header="torch/csrc/utils/device_lazy_init.h",
+                                libraries=("c10", "torch_cpu", "torch", "torch_python"), timeout=900)
+#: Where the build for this torch, Python, platform and source lives; the library, where one is built.
+folder, built = _EXTENSION.folder, _EXTENSION.built
 
 
 def build() -> Path:
-    """Compile the stand-in into its cache folder (once); its path. Raises BuildError.
-
-    Needs torch's Python library too (``set_requires_device_init``), unlike the observer."""
+    """Compile the stand-in into its cache folder (once); its path. Raises BuildError."""
     import torch
 
-    existing = built()
-    if existing is not None:
-        return existing
-    if torch.cuda.is_available() or torch.version.cuda is not None:
+    if built() is None and (torch.cuda.is_available() or torch.version.cuda is not None):
         raise BuildError("this torch has CUDA: the stand-in is for torch built without it")
-    return cppbuild.compile_into(folder() / f"{NAME}{cppbuild.SUFFIX}", SOURCE,
-                                 header="torch/csrc/utils/device_lazy_init.h",
-                                 libraries=("c10", "torch_cpu", "torch", "torch_python"), timeout=900)
+    return _EXTENSION.build()
 
 
 def load(path: str | os.PathLike | None = None) -> Any:

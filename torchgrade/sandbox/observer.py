@@ -50,22 +50,11 @@ functions: dict[str, Any] = {}
 
 
 BuildError = cppbuild.BuildError
-
-
-def folder() -> Path:
-    """Where the build for this torch, Python, platform and source lives."""
-    return cppbuild.folder("observer", SOURCE)
-
-
-def built() -> Path | None:
-    """The compiled library, where one exists."""
-    return cppbuild.built("observer", SOURCE, NAME, ENV_VAR)
-
-
-def build() -> Path:
-    """Compile the observer into its cache folder (once); its path. Raises BuildError."""
-    return built() or cppbuild.compile_into(folder() / f"{NAME}{cppbuild.SUFFIX}", SOURCE, header="ATen/record_function.h",
-                                            libraries=("c10", "torch_cpu"), timeout=600)
+_EXTENSION = cppbuild.Extension("observer", SOURCE, NAME, ENV_VAR, header="ATen/record_function.h",
+                                libraries=("c10", "torch_cpu"), timeout=600)
+#: Where the build for this torch, Python, platform and source lives; the library, where one is built;
+#: compiling it there (once).
+folder, built, build = _EXTENSION.folder, _EXTENSION.built, _EXTENSION.build
 
 
 def build_later() -> None:
