@@ -588,6 +588,37 @@ def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, t
         drop_zygote()
 
 
+@pytest.mark.parametrize("watch", ["compiled", "profiler"])
+def test_autograd_in_a_thread_of_the_students_costs_the_cuda_checks_too(watch, fast, best_level, arena, tmp_path,
+                                                                        monkeypatch):
+    """On CUDA autograd runs a graph in device threads of its own; the watch once excused any evaluation at the top
+    of another thread there, so on the CUDA stand-in (and a GPU) the `thread_autograd` attack kept its points. A
+    watched request now runs autograd in the thread that asked (torch.autograd.set_multithreading_enabled), so no
+    thread's evaluation is autograd's own: the CUDA checks of the attacked Functions lose as their CPU checks do."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the CUDA checks are not the stand-in's (the same rule: SECURITY.md)")
+    if watch == "compiled" and (os.environ.get(observer.ENV_VAR) == "off" or best_level == "process"):
+        pytest.skip("no compiled observer here")
+    if watch == "profiler":
+        monkeypatch.setenv(observer.ENV_VAR, "off")
+        monkeypatch.setenv(isolation.ENV_VAR, "process")  # (the profiler watches there; no zygote to restart)
+    else:
+        monkeypatch.setenv(isolation.ENV_VAR, best_level)
+    attack = next(a for a in ATTACKS if a.name == "thread_autograd")
+    folder = hostile_submission(attack, arena, tmp_path / attack.name)
+    g = kept_grade(folder, fast, device="cuda", only=("functions.Exp", "functions.LinearFn", "functions.Conv2dFn"))
+    assert g.watch == (observer.PROFILER if watch == "profiler" else g.watch) and g.standin
+    on_cuda = [t for t in g.tests if t.device == "cuda" and t.status != "skipped"]
+    attacked = [t for t in on_cuda if t.target in ("Exp", "LinearFn") and t.max_score > 0]
+    assert attacked and all(t.score == 0 for t in attacked if not any(w in t.name.lower() for w in attack.honest)), \
+        [(t.name, t.score) for t in attacked]
+    assert any("forbidden call" in t.output for t in attacked)
+    untouched = [t for t in on_cuda if t.target == "Conv2dFn"]
+    assert untouched and all(t.score == t.max_score for t in untouched), [(t.name, t.output[:500]) for t in untouched]
+
+
 HANGS_ON_EMPTY_LABELS = """
 
 _one_hot_as_written = one_hot

@@ -7,9 +7,11 @@
 #   `functools.partial(next, ...)` over `itertools`/`map`, passed as a size to torch.zeros, runs
 #   torch.autograd.grad while torch.zeros parses it: no Python frame, so no profile hook sees a callback.
 #   Its gradient really comes from that grad.
-# Holds because: on a CPU (no CUDA device guard) autograd has no device threads: an evaluation that starts
-# at the top of any thread but torch's intra-op pool is the student's, charged as backward and grad; and a
-# call the mode saw with an argument that is not plain data is recorded at the dispatcher whole.
+# Holds because: a watched request runs autograd in the thread that asks for it, on every device (no device
+# thread of autograd's own, even for CUDA tensors: torch.autograd.set_multithreading_enabled(False)), so an
+# evaluation that starts at the top of any thread but the probe's is the student's, charged as backward and grad
+# (on the CPU and on the CUDA stand-in alike: test_hostile's ..._costs_the_cuda_checks_too); and a call the mode
+# saw with an argument that is not plain data is recorded at the dispatcher whole.
 import functools
 import itertools
 import _thread

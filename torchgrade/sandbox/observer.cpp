@@ -26,9 +26,6 @@ constexpr const char* EVALUATE = "autograd::engine::evaluate_function: ";
 std::string window_marker, seen_marker;  // set by arm (the nonce is secret)
 std::vector<std::string> builtin;        // recorder._BUILTIN
 std::thread::id main_thread;
-// Whether autograd has device threads of its own here (a CUDA device guard): where it has none (a CPU, the
-// Python stand-in), an evaluation that starts at the top of any thread is the student's, not autograd's.
-bool device_threads = false;
 std::atomic<uint64_t> generation{0};
 std::atomic<bool> armed{false};
 std::atomic<long> windows{0}, markers{0}, events{0};
@@ -93,9 +90,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     markers.fetch_add(1);
     child |= SEEN;
   } else if (std::strncmp(name, EVALUATE, std::strlen(EVALUATE)) == 0) {
-    // Autograd run inside a backward; or, in the student's thread (in any thread where autograd has no device
-    // thread), started where the mode did not see it.
-    if ((parent & EVALUATING) || ((main || !device_threads) && !(parent & SEEN))) {
+    // Autograd run inside a backward; or started where the mode did not see it, in the student's thread or at
+    // the top of any other (a request runs autograd in the thread that asks: recorder.DispatchWatch.armed).
+    if ((parent & EVALUATING) || !(parent & SEEN)) {
       add("backward");
       add("grad");
     }
@@ -150,8 +147,7 @@ PyObject* leave(PyObject*, PyObject* capsule) {
 PyObject* arm(PyObject*, PyObject* args) {
   const char *window, *seen;
   PyObject* spaces;
-  int devices = 0;
-  if (!PyArg_ParseTuple(args, "ssO!|p", &window, &seen, &PyTuple_Type, &spaces, &devices)) return nullptr;
+  if (!PyArg_ParseTuple(args, "ssO!", &window, &seen, &PyTuple_Type, &spaces)) return nullptr;
   std::vector<std::string> parsed;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(spaces); ++i) {
     const char* s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(spaces, i));
@@ -164,7 +160,6 @@ PyObject* arm(PyObject*, PyObject* args) {
   window_marker = window;
   seen_marker = seen;
   builtin = std::move(parsed);
-  device_threads = devices != 0;
   main_thread = std::this_thread::get_id();
   windows = 0;
   markers = 0;
@@ -253,7 +248,7 @@ PyObject* profile(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"arm", arm, METH_VARARGS, "arm(window_marker, seen_marker, builtin_namespaces, device_threads=False): watch from now on"},
+    {"arm", arm, METH_VARARGS, "arm(window_marker, seen_marker, builtin_namespaces): watch from now on"},
     {"enter", enter, METH_O, "enter(name) -> token: a named range opens in this thread"},
     {"leave", leave, METH_O, "leave(token): that range closes"},
     {"collect", collect, METH_NOARGS, "collect() -> (names, windows, markers, events, armed): stop watching"},

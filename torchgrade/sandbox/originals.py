@@ -15,3 +15,6 @@ BUILTIN = ("aten", "prims", "quantized", "c10d", "_c10d_functional", "profiler",
 SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_disable_profiler", "_disable_profiler_legacy",
             "_enable_profiler", "_enable_profiler_legacy", "_prepare_profiler", "_clear_callbacks")
 REAL = {name: getattr(torch._C._autograd, name) for name in SWITCHES if hasattr(torch._C._autograd, name)}
+#: Whether autograd may run a graph in device threads of its own (thread-local): a watched request turns it off,
+#: so that every evaluation runs in the thread that asked for it (recorder.DispatchWatch.armed).
+MULTITHREADING = (torch._C._is_multithreading_enabled, torch._C._set_multithreading_enabled)

@@ -51,7 +51,7 @@ from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
 from torchgrade.sandbox import arrays, observer, provenance
 from torchgrade.sandbox.entries import CONVERTERS, entries
 # torch's own operator namespaces, and the profiler's switches as torch made them (originals.py)
-from torchgrade.sandbox.originals import BUILTIN as _BUILTIN, REAL as _REAL
+from torchgrade.sandbox.originals import BUILTIN as _BUILTIN, MULTITHREADING as _MULTITHREADING, REAL as _REAL
 
 _EVALUATE = "autograd::engine::evaluate_function: "
 #: Autograd nodes of torch's own (derivative formulas) end in a number or are torch::autograd's;
@@ -524,26 +524,25 @@ class DispatchWatch:
         self.deferred: dict[str, tuple[str, int, int, list[str]]] = {}
         #: Findings of a closed session's requests not yet asked for (token → calls).
         self.collected: dict[str, dict[str, str]] = {}
-        #: Whether autograd may run a request's nodes in device threads of its own (token, "" for one read at
-        #: once → `device_threads`, or the CUDA stand-in).
-        self._devices: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def armed(self, token: str | None = None, standin: bool = False) -> Iterator[None]:
+    def armed(self, token: str | None = None) -> Iterator[None]:
         """Profile everything the request runs (the probe's own code included: only windows count). With
-        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`. With
-        `standin`, the request runs on the CUDA stand-in, whose tensors are `meta` to C++: autograd runs their
-        nodes in its device thread for `meta` (an evaluation at the top of another thread is excused there)."""
+        `token`, the profiler's session stays open afterwards and what it saw waits for `findings`.
+
+        Autograd runs every graph of the request in the thread that asks for it, never in device threads of its
+        own (as it does for CUDA tensors otherwise): an evaluation at the top of any other thread is then one a
+        thread of the student's asked for, on every device, and is charged (`Findings`, observer.cpp)."""
         global _armed, _kept
-        devices = standin or device_threads()
-        self._devices[token if token is not None and self.compiled is None else ""] = devices
+        multithreading, set_multithreading = _MULTITHREADING
+        threaded = multithreading()
+        set_multithreading(False)
         self.tampered = []
         self.windows = 0
         self.nonce = secrets.token_hex(8)
         keep = token is not None and self.compiled is None
         if self.compiled is not None:  # (it tells the arming thread by its id)
-            self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN,
-                                 devices)
+            self.compiled["arm"](f"torchgrade::watch::{self.nonce}", f"torchgrade::seen::{self.nonce}", _BUILTIN)
         else:
             if not keep:
                 self.settle()
@@ -566,6 +565,7 @@ class DispatchWatch:
         try:
             yield
         finally:
+            set_multithreading(threaded)
             arrays.disarm()
             _armed = None
             self.mode.marker = None
@@ -664,7 +664,7 @@ class DispatchWatch:
 
     def _collect(self) -> None:
         """The compiled observer's record of the request."""
-        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}", self._devices.pop("", False))
+        seen = Findings(f"torchgrade::seen::{self.nonce}", f"torchgrade::watch::{self.nonce}")
         names, windows, seen.markers, seen.events, armed = self.compiled["collect"]()
         seen.names, seen.windows = list(names), [None] * windows
         if not armed:
@@ -702,8 +702,7 @@ class DispatchWatch:
             roots = []
         _REAL["_enable_record_function"](True)
         token_of = {nonce: token for token, (nonce, *_) in pending.items()}
-        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}",
-                                self._devices.pop(token, False))
+        seen = {token: Findings(f"torchgrade::seen::{nonce}", f"torchgrade::watch::{nonce}")
                 for token, (nonce, *_) in pending.items()}
         starts, main = [], None
         for root in roots:
@@ -730,21 +729,11 @@ class DispatchWatch:
             self.collected[token] = calls
 
 
-def device_threads() -> bool:
-    """Whether autograd may run nodes in device threads of its own: where real CUDA has started in this process
-    (its device guard; asking starts nothing, so a worker's fork server is never forked from a CUDA process).
-    On a CPU and on the CUDA stand-in it has none, so no thread's evaluation is excused as one."""
-    return bool(torch.cuda.is_initialized())
-
-
 class Findings:
     """A walk of the profiler's event tree: operators the mode did not see, autograd run inside a backward."""
 
-    def __init__(self, seen_marker: str, window_marker: str, device_threads: bool = False):
+    def __init__(self, seen_marker: str, window_marker: str):
         self.seen_marker = seen_marker
-        #: Whether autograd has device threads here (`device_threads`): only then is an evaluation at the top
-        #: of another thread autograd's own.
-        self.device_threads = device_threads
         self.window_marker = window_marker
         self.names: list[str] = []
         self.windows: list[Any] = []
@@ -782,10 +771,10 @@ class Findings:
         elif name == self.alive_marker and main:
             self.alive += 1
         elif name.startswith(_EVALUATE):
-            # Autograd run inside a backward; or, in the student's thread, started where the mode did not
-            # see it; or at the top of another thread where autograd has no device thread of its own (on a
-            # CPU: a thread the student started, by threading, _thread, ctypes or C).
-            if evaluating or ((main or not self.device_threads) and not seen):
+            # Autograd run inside a backward; or started where the mode did not see it: in the student's thread,
+            # or at the top of any other (autograd has no device thread of its own in a request: `armed`), one
+            # the student started by threading, _thread, ctypes or C.
+            if evaluating or not seen:
                 self._add("backward")
                 self._add("grad")
             builtin = bool(_BUILTIN_NODE.search(name[len(_EVALUATE):]))

@@ -129,7 +129,7 @@ class Session:
         if not watched:
             self.dispatch.settle()  # (a kept profiler session is not left open under code it does not watch)
         defer = request.get("defer")
-        stages = (("watch", self.dispatch.armed(defer if type(defer) is str else None, bool(request.get("standin")))
+        stages = (("watch", self.dispatch.armed(defer if type(defer) is str else None)
                    if watched else None),
                   ("standin", standin.active(self.submission) if request.get("standin") else None))
         for stage, manager in stages:
