@@ -115,7 +115,10 @@ ATTACKS = (
     Attack("imitate_grader_errors", ("tensors.view", "tensors.gather", "tensors.one_hot", "tensors.scatter_"),
            message="a run without your code does not have", honest=("raises type error",)),
     Attack("forge_markers", ("tensors.view", "tensors.gather"), message="may not switch off the grader's call recorder"),
-    Attack("fill_after_watch", ("tensors.one_hot",), honest=("empty result for empty labels", "for invalid labels")),
+    # (its placeholder answers the label checks honestly: where the filling thread runs only after every watch,
+    # on a loaded machine, no forbidden call is seen and those checks keep their points, as a stub's would)
+    Attack("fill_after_watch", ("tensors.one_hot",),
+           honest=("empty result for empty labels", "for invalid labels", "leaves the labels unchanged")),
     Attack("switch_off_recorder", ("tensors.broadcast_to", "tensors.scatter_", "tensors.one_hot"),
            message="may not switch off the grader's call recorder"),
     Attack("clear_callbacks", ("tensors.view", "tensors.gather"),
