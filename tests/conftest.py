@@ -151,23 +151,28 @@ def failures(grade: Grade, target: str) -> list[str]:
     return [t.output for t in grade.tests if f"{t.exercise}.{t.target}" == target and t.status in ("failed", "error")]
 
 
+def checks_of(source: str, targets) -> str:
+    """A check module's source less the checks of every target not in `targets` (its helpers kept)."""
+    lines = source.splitlines(keepends=True)
+    for node in reversed(ast.parse(source).body):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            marker = next((d.args[0].value for d in node.decorator_list if isinstance(d, ast.Call)
+                           and getattr(d.func, "attr", "") == "target"), None)
+            if marker not in targets:
+                start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+                del lines[start:node.end_lineno]
+    return "".join(lines)
+
+
 def small_course(folder: Path, targets: dict[str, dict[str, float]], title: str = "Small") -> Path:
     """An assignment over a few targets of this course, fast to grade: its check files hold only those
     targets' checks (an assignment lists whole exercises; a check for a target it lacks is an error)."""
     checks = folder / "checks"
     for exercise, names in targets.items():
         for side in ("visible", "hidden"):
-            source = (ROOT / "graders" / "checks" / side / f"test_{exercise}.py").read_text()
-            lines = source.splitlines(keepends=True)
-            for node in reversed(ast.parse(source).body):
-                if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                    marker = next((d.args[0].value for d in node.decorator_list if isinstance(d, ast.Call)
-                                   and getattr(d.func, "attr", "") == "target"), None)
-                    if marker not in names:
-                        start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-                        del lines[start:node.end_lineno]
             (checks / side).mkdir(parents=True, exist_ok=True)
-            (checks / side / f"test_{exercise}.py").write_text("".join(lines))
+            (checks / side / f"test_{exercise}.py").write_text(
+                checks_of((ROOT / "graders" / "checks" / side / f"test_{exercise}.py").read_text(), names))
     entries = "".join(f"  {exercise}:\n    targets:\n" + "".join(f"      {n}: {p}\n" for n, p in names.items())
                       for exercise, names in targets.items())
     path = folder / "small.yaml"

@@ -3,7 +3,7 @@ autograder grade the same submission to the same score, CUDA checks included, on
 as on one with it.
 
 The submission holds every CUDA-only mistake of the fairness corpus (tests/fairness/*/...on_the_cpu.py:
-right on the CPU, wrong on CUDA). The course is the bundled one cut to the modules of those mistakes and
+right on the CPU, wrong on CUDA). The course is the bundled one cut to the targets of those mistakes and
 to their visible checks (so that all four paths grade the same checks: `check` and the bundle grade visible
 checks only; autograd's too, which functions' checks import), with the bundled course's `cuda_standin: score`. Each path runs as its user runs it: the CLI
 for `check` and `grade`, `torchgrade check` inside the built bundle, and the autograder's run_autograder
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import make_submission
+from conftest import checks_of, make_submission
 from test_gradescope import run_autograder, unpacked  # noqa: F401  (a fixture)
 
 from torchgrade.sandbox import isolation
@@ -36,16 +36,25 @@ CORPUS = ROOT / "tests" / "fairness"
 MISTAKES = sorted(p for p in CORPUS.glob("*/*.py") if "# on cuda: loses" in p.read_text().split("\n", 2)[1])
 
 
+#: The targets of the CUDA-only mistakes, by module; and one of autograd's (functions' checks import autograd's).
+TARGETS = {module: {target for p in MISTAKES if p.parent.name == module
+                    for target in json.loads(p.read_text().split("\n", 2)[1].split("# on cuda: loses", 1)[1])}
+           for module in {p.parent.name for p in MISTAKES}} | {"autograd": {"accumulated_grad"}}
+
+
 def _course(folder: Path) -> Path:
-    """The bundled course, cut to the modules of the CUDA-only mistakes and their visible checks."""
-    modules = sorted({p.parent.name for p in MISTAKES} | {"autograd"})  # (functions' checks import autograd's)
+    """The bundled course, cut to the targets of the CUDA-only mistakes and their visible checks."""
+    modules = sorted(TARGETS)
     data = yaml.safe_load((ROOT / "assignment.yaml").read_text())
-    data["exercises"] = {name: data["exercises"][name] for name in modules}
+    data["exercises"] = {name: dict(data["exercises"][name], targets={
+        target: entry for target, entry in data["exercises"][name]["targets"].items() if target in TARGETS[name]})
+        for name in modules}
     checks = folder / "graders" / "checks"
     (checks / "visible").mkdir(parents=True)
     (checks / "hidden").mkdir()
     for name in modules:
-        shutil.copy(ROOT / "graders" / "checks" / "visible" / f"test_{name}.py", checks / "visible")
+        (checks / "visible" / f"test_{name}.py").write_text(
+            checks_of((ROOT / "graders" / "checks" / "visible" / f"test_{name}.py").read_text(), TARGETS[name]))
     shutil.copytree(ROOT / "graders" / "probes", folder / "graders" / "probes")
     for part in ("reference", "exercises"):
         (folder / part).mkdir()
