@@ -106,6 +106,9 @@ ATTACKS = (
     # thread the student started.
     Attack("frameless_callbacks", ("tensors.view", "tensors.gather", "tensors.scatter_", "tensors.one_hot"),
            message="forbidden call"),
+    Attack("saved_tensor_hooks", ("tensors.one_hot",), message="forbidden call",
+           honest=("empty result for empty labels", "for invalid labels")),
+    Attack("saved_tensor_hooks_at_import", ("tensors",), message="forbidden call"),
     Attack("thread_autograd", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3", "functions.LinearFn"),
            module="functions", untouched=("functions.Conv2dFn", "functions.legendre_model", *UNTOUCHED),
            message="forbidden call"),

@@ -18,3 +18,5 @@ REAL = {name: getattr(torch._C._autograd, name) for name in SWITCHES if hasattr(
 #: Whether autograd may run a graph in device threads of its own (thread-local): a watched request turns it off,
 #: so that every evaluation runs in the thread that asked for it (recorder.DispatchWatch.armed).
 MULTITHREADING = (torch._C._is_multithreading_enabled, torch._C._set_multithreading_enabled)
+#: The saved-tensor hooks autograd applies now ((pack, unpack) or None): recorder._SavedTensorHooks checks them.
+SAVED_TENSOR_HOOKS = torch._C._autograd._top_saved_tensors_default_hooks

@@ -51,7 +51,8 @@ from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
 from torchgrade.sandbox import arrays, observer, provenance
 from torchgrade.sandbox.entries import CONVERTERS, entries
 # torch's own operator namespaces, and the profiler's switches as torch made them (originals.py)
-from torchgrade.sandbox.originals import BUILTIN as _BUILTIN, MULTITHREADING as _MULTITHREADING, REAL as _REAL
+from torchgrade.sandbox.originals import (BUILTIN as _BUILTIN, MULTITHREADING as _MULTITHREADING, REAL as _REAL,
+                                          SAVED_TENSOR_HOOKS as _SAVED_TENSOR_HOOKS)
 
 _EVALUATE = "autograd::engine::evaluate_function: "
 #: Autograd nodes of torch's own (derivative formulas) end in a number or are torch::autograd's;
@@ -412,6 +413,34 @@ def guard_switches() -> None:
     if observer.module is not None:  # the compiled observer's own switches (the grader keeps the real ones)
         for name, real in observer.functions.items():
             setattr(observer.module, name, _Guard(name, real, "the grader's observer"))
+    for name in ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks"):
+        if not isinstance(getattr(torch._C._autograd, name), _SavedTensorHooks):
+            setattr(torch._C._autograd, name, _SavedTensorHooks(getattr(torch._C._autograd, name)))
+
+
+class _SavedTensorHooks:
+    """Stands in for the entries of `torch.autograd.graph.saved_tensors_hooks(pack, unpack)` (push, pop). Autograd
+    calls `pack` while an operator the mode saw runs (its work unrecorded) and `unpack` inside a backward: a hook
+    that runs Python code shows its frame to the profile hook, as a callback does; one that runs none (a C
+    builtin, a partial over one) is a refused entry, as a call's argument is (`_plain`). The hooks in force are
+    checked after each push or pop in a watched request, and when a request is armed (left from before it)."""
+
+    def __init__(self, real: Any):
+        self.real = real
+
+    def __call__(self, *args: Any) -> Any:
+        done = self.real(*args)
+        if _armed is not None:
+            charge_saved_tensor_hooks(_armed, student_line(sys._getframe(1), _armed.mode.submission) or UNLINED)
+        return done
+
+
+def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
+    """Record a refused entry for each saved-tensor hook in force that runs no Python code."""
+    for hook in _SAVED_TENSOR_HOOKS(True) or ():
+        if not _python_callable(hook):
+            watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs no Python code ({type(hook).__name__}), "
+                                        "given to saved_tensors_hooks", where)
 
 
 class _Refused:
@@ -562,6 +591,7 @@ class DispatchWatch:
         self.mode.marker = f"torchgrade::seen::{self.nonce}"
         self.mode.range = self.range
         self.mode.marked = 0
+        charge_saved_tensor_hooks(self, UNLINED)  # (pushed before this request)
         try:
             yield
         finally:
