@@ -619,6 +619,19 @@ def test_autograd_in_a_thread_of_the_students_costs_the_cuda_checks_too(watch, f
     assert untouched and all(t.score == t.max_score for t in untouched), [(t.name, t.output[:500]) for t in untouched]
 
 
+@pytest.mark.xfail(strict=True, reason="open (SECURITY.md): a C-level hook on an autograd node runs unseen inside "
+                                      "the evaluation of that node")
+def test_a_c_level_prehook_on_an_autograd_node_costs_its_target(fast, best_level, arena, tmp_path, monkeypatch):
+    """tests/hostile/node_prehook.py, kept out of ATTACKS while it forges points: one_hot runs as a pre-hook of
+    a node (`grad_fn.register_prehook(functools.partial(next, chain))`) in a backward of the student's."""
+    attack = Attack("node_prehook", ("tensors.one_hot",), message="forbidden call",
+                    honest=("empty result for empty labels", "for invalid labels"))
+    g = grade_at(best_level, attack, arena, fast, tmp_path, monkeypatch)
+    hit, others = split(g, attack)
+    assert others and all(score == maximum > 0 for score, maximum in others.values())
+    assert forged(g, attack, hit) == [], hit
+
+
 HANGS_ON_EMPTY_LABELS = """
 
 _one_hot_as_written = one_hot
