@@ -11,7 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,15 @@ class Extension:
         """Compile it into its cache folder (once); its path. Raises BuildError."""
         return self.built() or _compile_into(self.folder() / f"{self.name}{SUFFIX}", self.source, header=self.header,
                                              libraries=self.libraries, timeout=self.timeout)
+
+
+def build_and_say(build: Callable[[], Path], what: str) -> None:
+    """`python -m` of an extension's module: build it now and print where, or say why not and exit 1."""
+    try:
+        print(build())
+    except BuildError as e:
+        print(f"torchgrade: the {what} cannot be built here: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def _compile_into(target: Path, source: Path, *, header: str, libraries: Sequence[str], timeout: float) -> Path:

@@ -127,8 +127,4 @@ def name() -> str:
 
 
 if __name__ == "__main__":  # python -m torchgrade.sandbox.cudastandin: build now, say where
-    try:
-        print(build())
-    except BuildError as e:
-        print(f"torchgrade: the compiled stand-in cannot be built here: {e}", file=sys.stderr)
-        sys.exit(1)
+    cppbuild.build_and_say(build, "compiled stand-in")
