@@ -151,6 +151,40 @@ def test_level_process_is_the_portable_backend_with_a_process_per_worker(spy):
         sb.close()
 
 
+def test_a_process_is_started_ahead_only_while_a_module_is_yet_to_come(spy):
+    """A sandbox told which modules it grades starts no process ahead after the last one's first worker (it
+    would import torch for nothing, beside that module's checks); a worker started again after that (a crash,
+    a timeout) is started when it is needed. One that does not know its modules always keeps one ahead."""
+    sb = Sandbox(spy, level="process", modules={"spy"})
+    try:
+        call(sb, "nothing")
+        assert host.zygote("process")._spare is None
+        first = sb.workers["spy"].pid
+        sb._retire("spy")
+        assert call(sb, "where")["ppid"] != first and host.zygote("process")._spare is None
+    finally:
+        sb.close()
+    sb = Sandbox(spy, level="process", modules={"spy", "another"})
+    try:
+        call(sb, "nothing")
+        assert host.zygote("process")._spare is not None
+    finally:
+        sb.close()
+
+
+def test_a_check_of_one_module_leaves_no_process_started_ahead(monkeypatch):
+    """`torchgrade check conv` at level process (macOS, Windows): the one module's worker is the process
+    started first, and no second one imports torch beside its checks."""
+    from torchgrade.engine.config import load_assignment
+    from torchgrade.engine.grading import grade_submission
+
+    monkeypatch.setenv(isolation.ENV_VAR, "process")
+    grade = grade_submission(ROOT / "reference", load_assignment(ROOT / "assignment.yaml"), device="cpu",
+                             only=("conv.conv_output_size",))
+    assert grade.isolation == "process" and grade.score == grade.max_score > 0
+    assert host.zygote("process")._spare is None
+
+
 def test_a_slow_check_is_killed_with_its_tree_and_the_next_gets_a_fresh_worker(spy):
     sb = Sandbox(spy, level="process")
     try:

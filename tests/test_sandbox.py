@@ -634,6 +634,44 @@ def test_setting_the_course_a_starting_sandbox_already_has_does_not_wait_for_it(
     assert os.environ[host.COURSE_ENV] == str(tmp_path.resolve())
 
 
+class _FakeZygote:
+    def __init__(self, course: str, live: bool = True):
+        self.course, self.live, self.closed = course, live, False
+
+    def alive(self) -> bool:
+        return self.live and not self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_zygotes_of_a_course_graded_before_are_taken_up_again_and_only_the_latest_two_are_kept(tmp_path,
+                                                                                                   monkeypatch):
+    """A process that turns from course to course (a cluster's worker) starts no zygote again for a course it
+    graded lately (each start imports torch: seconds of CPU): those of the course before rest, and come back
+    when that course is set again; a dead one is closed, not kept; past two resting courses, the oldest closes."""
+    monkeypatch.setattr(host, "_zygotes", {})
+    monkeypatch.setattr(host, "_resting", {})
+    courses = {}
+    for name in "abcd":
+        (tmp_path / name).mkdir()
+        courses[name] = str((tmp_path / name).resolve())
+    monkeypatch.setenv(host.COURSE_ENV, courses["a"])
+    a = host._zygotes[None] = host._zygotes["bwrap"] = _FakeZygote("a")
+    host.use_course(tmp_path / "b")
+    assert host._zygotes == {} and not a.closed
+    b = host._zygotes[None] = _FakeZygote("b")
+    dead = host._zygotes["process"] = _FakeZygote("b", live=False)
+    host.use_course(tmp_path / "a")
+    assert host._zygotes == {None: a, "bwrap": a} and dead.closed and not b.closed
+    host.use_course(tmp_path / "c")
+    host._zygotes[None] = _FakeZygote("c")
+    host.use_course(tmp_path / "d")  # resting: b, a, c: b, the oldest, is closed
+    assert b.closed and not a.closed and list(host._resting) == [courses["a"], courses["c"]]
+    host.close_all()
+    assert a.closed and host._resting == {}
+
+
 def test_the_entry_table_built_before_the_costly_warm_up_is_the_one_built_after():
     """A zygote of a check of one module builds the recorder's table of torch's entry points before it
     imports torch._dynamo (warmup.LATER), which replaces torch.manual_seed: wrapped beforehand as that

@@ -107,6 +107,10 @@ class GradingState:
         #: Whether more than one module may be graded (see Sandbox.warm); a session that knows which
         #: modules its checks are in says so exactly (torchgrade.engine.session).
         self.warm = len({config_module.exercise_named(name) for name in only}) != 1
+        #: The modules whose checks it runs (Sandbox.modules): those `only` names, else the assignment's; a session
+        #: that knows which modules its checks are in says so exactly (torchgrade.engine.session).
+        self.modules = {config_module.exercise_named(name) for name in only} \
+            or {exercise.name for exercise in assignment.exercises}
         #: Without CUDA, the CUDA checks run on the stand-in ("score", "warn") or are set aside ("off"):
         #: the course's choice; TORCHGRADE_CUDA_STANDIN overrides it (comparisons, benchmarks).
         policy = os.environ.get("TORCHGRADE_CUDA_STANDIN", "").strip().lower() or assignment.cuda_standin
@@ -122,7 +126,7 @@ class GradingState:
             # sees (a CPU check of pick_device asks torch.cuda.is_available() on both sides)
             cuda = torch.cuda.is_available()
             self._sandbox = Sandbox(self.submission, cuda=cuda, ranks=_distributed(self.assignment) if cuda else frozenset(),
-                                    warm=self.warm, defer=self.defer)
+                                    warm=self.warm, defer=self.defer, modules=self.modules)
         return self._sandbox
 
     def device_skip_reason(self, device: str) -> str | None:

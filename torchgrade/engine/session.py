@@ -121,6 +121,7 @@ class CheckSession:
         reasons = [plugin.set_aside_reason(item) for item in items]
         modules = {plugin.exercise_of(item) for item, reason in zip(items, reasons) if reason is None}
         config.stash[plugin._state_key].warm = len(modules) > 1
+        config.stash[plugin._state_key].modules = modules
         # Most checks run directly (plugin.run_direct); pytest's protocol sees only the others, so
         # its setup and teardown of scopes follow them alone.
         protocol = [item for item, reason in zip(items, reasons) if reason is None and not self._direct(item)]

@@ -175,8 +175,9 @@ class Zygote:
         except (OSError, subprocess.TimeoutExpired):
             pass
 
-    def open_worker(self, **config: Any) -> tuple[int, Any]:
-        """Fork a worker for one module: (pid, Connection); its hello is the first frame on the connection."""
+    def open_worker(self, spare: bool = True, **config: Any) -> tuple[int, Any]:
+        """Fork a worker for one module: (pid, Connection); its hello is the first frame on the connection.
+        (`spare` is the portable backend's, which starts processes ahead: a zygote forks on demand.)"""
         from multiprocessing.connection import Connection
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -235,14 +236,24 @@ class Zygote:
 _zygotes: dict[str | None, Any] = {}  # a Zygote, or at level process a portable.Spawner
 _chosen: dict[str | None, Plan] = {}
 _zygote_lock = threading.Lock()
+#: The live zygotes of the courses graded before this one (by probes folder, the latest last), kept for when
+#: the process turns to that course again (a worker of a cluster, a session of tests): starting one imports
+#: torch, seconds of CPU. Each holds no student code: a sandbox resets its zygote when it closes.
+_resting: dict[str, dict[str | None, Any]] = {}
+RESTING_COURSES = 2
+
+
+def _every_zygote() -> list[Any]:
+    return [*_zygotes.values(), *(z for kept in _resting.values() for z in kept.values())]
 
 
 def _forget_zygotes() -> None:
     """In a child forked from a trusted process: the parent's zygotes are the parent's to use."""
     global _zygote_lock
-    for z in _zygotes.values():
+    for z in _every_zygote():
         z.forget()
     _zygotes.clear()
+    _resting.clear()
     _chosen.clear()
     _zygote_lock = threading.Lock()
 
@@ -263,24 +274,36 @@ def warm_zygotes() -> None:
 def close_all() -> None:
     """Close every zygote of this process (with them, every worker and what it started)."""
     with _zygote_lock:
-        for z in _zygotes.values():
+        for z in _every_zygote():
             z.close()
         _zygotes.clear()
+        _resting.clear()
         _chosen.clear()
 
 
 def use_course(probes_dir: str | Path | None) -> None:
-    """Sandboxes started from now on load this course's probes folder; zygotes of another course are closed."""
+    """Sandboxes started from now on load this course's probes folder. The zygotes of the course before rest
+    (`_resting`: those of the latest `RESTING_COURSES` courses are kept, older ones closed); this course's
+    own, if they rest, are taken up again."""
     value = str(Path(probes_dir).resolve()) if probes_dir and Path(probes_dir).is_dir() else ""
     if os.environ.get(COURSE_ENV, "") == value:  # already this course's: no wait for a zygote now starting
         return  # (`zygote` holds the lock while one starts, seconds; a course is set only from the main thread)
     with _zygote_lock:
-        if os.environ.get(COURSE_ENV, "") == value:
+        previous = os.environ.get(COURSE_ENV, "")
+        if previous == value:
             return
         os.environ[COURSE_ENV] = value
+        live = {level: z for level, z in _zygotes.items() if z.alive()}
         for z in _zygotes.values():
-            z.close()
+            if not z.alive():
+                z.close()
         _zygotes.clear()
+        if live:
+            _resting[previous] = live
+        _zygotes.update(_resting.pop(value, {}))
+        while len(_resting) > RESTING_COURSES:
+            for z in _resting.pop(next(iter(_resting))).values():
+                z.close()
 
 
 def zygote(requested: str | None = None, later: bool = False) -> Zygote:
@@ -340,7 +363,7 @@ def start_early(probes_dir: str | Path | None = None, one_module: bool = False) 
     """Start this process's zygote in the background (it imports torch: seconds), so that it is ready
     when the first check needs it; a failure to start is reported by `started` or by `zygote`.
     `probes_dir`: the course's probes folder, which the zygote loads (else the one set before, if any:
-    a zygote started for another folder is closed, and started again, when the course is set).
+    a zygote started for another folder rests (`use_course`), and one for this folder is used or started).
     `one_module`: this process checks one module (`torchgrade check tensors.view`): the zygote leaves
     the costly part of its warm-up until it is told more is coming (see `Zygote.warm`).
 
@@ -463,7 +486,7 @@ class Worker:
     """One sandbox process serving the targets of one student module, one request at a time."""
 
     def __init__(self, zygote: Any, submission: str, exercise: str, workdir: Path, limits: Limits,
-                 timeout: float, cuda: bool = False, ranks: bool = False, warm: bool = True):
+                 timeout: float, cuda: bool = False, ranks: bool = False, warm: bool = True, spare: bool = True):
         self.zygote = zygote
         self.exercise = exercise
         self.workdir = workdir
@@ -479,7 +502,7 @@ class Worker:
         self.longest = 0.0
         self.pid, self.conn = zygote.open_worker(workdir=zygote.plan.path(workdir), submission=submission,
                                                  exercise=exercise, limits=asdict(limits), cuda=cuda, ranks=ranks,
-                                                 warm=warm)
+                                                 warm=warm, spare=spare)
         self.hello = self._receive(timeout, importing=True)
 
     def pause(self) -> bool:
@@ -584,7 +607,8 @@ class Sandbox:
     """
 
     def __init__(self, submission: Path, limits: Limits = Limits(), level: str | None = None, cuda: bool = False,
-                 ranks: frozenset[str] = frozenset(), warm: bool = True, defer: bool = False):
+                 ranks: frozenset[str] = frozenset(), warm: bool = True, defer: bool = False,
+                 modules: Iterable[str] | None = None):
         self.submission = Path(submission).resolve()
         #: Where the profiler watches, read what it saw once per worker, not per request: a reply then has
         #: ``deferred``, a token whose findings `settle` gives (a module's worker is read before another
@@ -598,6 +622,11 @@ class Sandbox:
         #: More than one module may be graded: the zygote imports the costly part of its warm-up at the
         #: first worker, after forking it (zygote.py); a check of one module does not wait for it.
         self.warm = warm
+        #: The modules it is to grade, where known (None: not known). At level process the next module's
+        #: process is started ahead only while one of them has yet to have its first worker: after the last,
+        #: one more would import torch for nothing (and compete with that module's checks for the CPU).
+        self.modules = None if modules is None else frozenset(modules)
+        self._started: set[str] = set()
         self.limits = limits
         #: Its workers may use CUDA (they start it before their limits, which would refuse it: worker.start_cuda).
         self.cuda = cuda
@@ -717,11 +746,13 @@ class Sandbox:
             self._home = inbox.new_home()
             inbox.stage(self.submission, self._home / "submission")
         self._spawned += 1
+        self._started.add(exercise)
         workdir = inbox.workdir(self._home, f"{exercise}.{self._spawned}", self._zygote.plan.user)
         submission = self._zygote.plan.path(self._home / "submission")
         try:
             worker = Worker(self._zygote, submission, exercise, workdir, self.limits, timeout, self.cuda,
-                            exercise in self.ranks, self.warm)
+                            exercise in self.ranks, self.warm,
+                            spare=self.modules is None or not self.modules <= self._started)
         except SandboxFailure:
             self._collect_output(exercise, workdir, ())
             raise

@@ -514,8 +514,9 @@ class Spawner:
     def alive(self) -> bool:
         return not self.dead
 
-    def open_worker(self, **config: Any) -> tuple[int, Channel]:
-        """A worker for one module: (pid, channel); its hello is the first frame on the channel."""
+    def open_worker(self, spare: bool = True, **config: Any) -> tuple[int, Channel]:
+        """A worker for one module: (pid, channel); its hello is the first frame on the channel. `spare`: start
+        the next process now (another module is to come, or who knows), to import torch while this one works."""
         from torchgrade.sandbox.failures import ZygoteGone
 
         with self._lock:
@@ -550,8 +551,9 @@ class Spawner:
                 # of what the process used with torch imported, as RLIMIT_AS counts from there.
                 child.memory_cap = int(limits["memory_bytes"]) + baseline
             self._workers[child.pid] = child
-            with contextlib.suppress(PortableError):  # the next worker imports torch while this one works
-                self._spare = _Child(self.plan, self._env, self._probes, self._later)
+            if spare:
+                with contextlib.suppress(PortableError):  # the next worker imports torch while this one works
+                    self._spare = _Child(self.plan, self._env, self._probes, self._later)
             return child.pid, child.channel
 
     def warm(self) -> None:
