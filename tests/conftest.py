@@ -33,12 +33,16 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _own_reference_cache(tmp_path_factory):
+def _own_reference_cache(tmp_path_factory, worker_id):
     """`torchgrade check` keeps the reference's outcomes between runs (torchgrade/engine/refcache.py): the
-    tests' runs keep theirs in a folder of the test session's, not in the user's cache."""
+    tests' runs keep theirs in a folder of the test run's, not in the user's cache, one for all its xdist
+    workers (as for two `check`s of one user at once: a file per key, each written whole and signed), so that
+    what one worker computed the other does not compute again."""
     import os
 
-    os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(tmp_path_factory.mktemp("reference-cache")))
+    shared = tmp_path_factory.getbasetemp().parent / "reference-cache"  # (the run's folder, under xdist)
+    os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(shared if worker_id != "master"
+                                                      else tmp_path_factory.mktemp("reference-cache")))
 
 
 @pytest.fixture(autouse=True, scope="session")

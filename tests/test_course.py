@@ -184,10 +184,17 @@ MISTAKES = {
 }
 
 
-def _every_command(out: Path) -> list[list[str]]:
+#: The mistakes the pool's `grade -j 2` is tried with: one of each kind its fork server finds (the assignment, a
+#: check file, the probes, the reference). It runs the same `course_mistake` as every other command, in a fork
+#: of a fork server that imports torch first (seconds each): what the pool adds is the way its line comes back.
+POOLED = {"target without checks", "check file that does not import", "probe module that does not import",
+          "reference module missing"}
+
+
+def _every_command(out: Path, pool: bool = True) -> list[list[str]]:
     """Every command that reads a course (the pool's `grade` checks the course in its fork server)."""
     return [["check", "--path", "reference"], ["grade", "exercises", "--out", str(out / "graded")],
-            ["grade", "exercises", "--out", str(out / "graded"), "-j", "2"], ["stubs"], ["stubs", "--check"],
+            *[["grade", "exercises", "--out", str(out / "graded"), "-j", "2"]] * pool, ["stubs"], ["stubs", "--check"],
             ["bundle", "--out", str(out / "dist"), "--device", "cpu"], ["gradescope", "--out", str(out / "dist")],
             ["audit", "--out", str(out / "audit")]]
 
@@ -195,10 +202,11 @@ def _every_command(out: Path) -> list[list[str]]:
 @pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))
 def test_an_authoring_mistake_stops_every_command_with_one_line(mistake, course, tmp_path, inside):
     make, expected = MISTAKES[mistake]
+    assert POOLED <= set(MISTAKES)  # (a mistake renamed is not silently left out of the pool's)
     make(course)
     runner = inside(course)
     stubs = sorted((p.name, p.read_bytes()) for p in (course / "exercises").iterdir())
-    for command in _every_command(tmp_path / "out"):
+    for command in _every_command(tmp_path / "out", pool=mistake in POOLED):
         result = runner.invoke(main, command)
         assert result.exit_code == 2, (command, result.output)
         assert expected in result.output, (command, result.output)
