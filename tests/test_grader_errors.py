@@ -77,8 +77,10 @@ def no_faults():
 
 @pytest.fixture
 def fresh_sandboxes(monkeypatch):
-    """Zygotes of this test's own (closed after it), and no fault remembered from another test."""
+    """Zygotes of this test's own (closed after it; none taken up from those resting), and no fault remembered
+    from another test."""
     monkeypatch.setattr(host, "_zygotes", {})
+    monkeypatch.setattr(host, "_resting", {})
     monkeypatch.setattr(host, "_chosen", {})
     grader_errors.reset()
     yield monkeypatch
