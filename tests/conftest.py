@@ -40,9 +40,9 @@ def _own_reference_cache(tmp_path_factory, worker_id):
     what one worker computed the other does not compute again."""
     import os
 
-    shared = tmp_path_factory.getbasetemp().parent / "reference-cache"  # (the run's folder, under xdist)
-    os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(shared if worker_id != "master"
-                                                      else tmp_path_factory.mktemp("reference-cache")))
+    folder = tmp_path_factory.getbasetemp().parent / "reference-cache" if worker_id != "master" \
+        else tmp_path_factory.mktemp("reference-cache")  # (under xdist: the run's folder, above the workers')
+    os.environ.setdefault("TORCHGRADE_CACHE_DIR", str(folder))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -193,10 +193,10 @@ POOLED = {"target without checks", "check file that does not import", "probe mod
 
 def _every_command(out: Path, pool: bool = True) -> list[list[str]]:
     """Every command that reads a course (the pool's `grade` checks the course in its fork server)."""
-    return [["check", "--path", "reference"], ["grade", "exercises", "--out", str(out / "graded")],
-            *[["grade", "exercises", "--out", str(out / "graded"), "-j", "2"]] * pool, ["stubs"], ["stubs", "--check"],
-            ["bundle", "--out", str(out / "dist"), "--device", "cpu"], ["gradescope", "--out", str(out / "dist")],
-            ["audit", "--out", str(out / "audit")]]
+    pooled = [["grade", "exercises", "--out", str(out / "graded"), "-j", "2"]] if pool else []
+    return [["check", "--path", "reference"], ["grade", "exercises", "--out", str(out / "graded")], *pooled,
+            ["stubs"], ["stubs", "--check"], ["bundle", "--out", str(out / "dist"), "--device", "cpu"],
+            ["gradescope", "--out", str(out / "dist")], ["audit", "--out", str(out / "audit")]]
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=list(MISTAKES))

@@ -293,9 +293,11 @@ def use_course(probes_dir: str | Path | None) -> None:
         if previous == value:
             return
         os.environ[COURSE_ENV] = value
-        live = {level: z for level, z in _zygotes.items() if z.alive()}
-        for z in _zygotes.values():
-            if not z.alive():
+        live = {}
+        for level, z in _zygotes.items():
+            if z.alive():
+                live[level] = z
+            else:
                 z.close()
         _zygotes.clear()
         if live:
