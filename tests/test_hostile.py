@@ -228,7 +228,7 @@ EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backwar
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
                "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy",
                "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks",
-               *"lost_verdict frameless_callbacks thread_autograd saved_tensor_hooks".split())
+               *"lost_verdict frameless_callbacks thread_autograd saved_tensor_hooks hook_attributes".split())
 
 
 #: Attacks whose point is another module (what one module leaves behind): graded with every untouched target.
@@ -559,7 +559,8 @@ def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_li
 
 #: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
 #: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
-ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks")
+ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks", "node_prehook",
+              "hook_attributes")
 
 
 def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):
@@ -619,12 +620,12 @@ def test_autograd_in_a_thread_of_the_students_costs_the_cuda_checks_too(watch, f
     assert untouched and all(t.score == t.max_score for t in untouched), [(t.name, t.output[:500]) for t in untouched]
 
 
-@pytest.mark.xfail(strict=True, reason="open (SECURITY.md): a C-level hook on an autograd node runs unseen inside "
-                                      "the evaluation of that node")
-def test_a_c_level_prehook_on_an_autograd_node_costs_its_target(fast, best_level, arena, tmp_path, monkeypatch):
-    """tests/hostile/node_prehook.py, kept out of ATTACKS while it forges points: one_hot runs as a pre-hook of
-    a node (`grad_fn.register_prehook(functools.partial(next, chain))`) in a backward of the student's."""
-    attack = Attack("node_prehook", ("tensors.one_hot",), message="forbidden call",
+@pytest.mark.xfail(strict=True, reason="open (SECURITY.md): a custom Function's node named as one of torch's own "
+                                      "passes for a derivative formula")
+def test_a_custom_node_named_as_torchs_own_costs_its_target(fast, best_level, arena, tmp_path, monkeypatch):
+    """tests/hostile/named_as_torchs_node.py, kept out of ATTACKS while it forges points: one_hot runs in the
+    C-level backward of a Function whose node is renamed `MulBackward0`, in a backward of the student's."""
+    attack = Attack("named_as_torchs_node", ("tensors.one_hot",), message="forbidden call",
                     honest=("empty result for empty labels", "for invalid labels"))
     g = grade_at(best_level, attack, arena, fast, tmp_path, monkeypatch)
     hit, others = split(g, attack)

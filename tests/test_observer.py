@@ -79,6 +79,26 @@ STUDENT = """
         y.register_hook(outer)
         return y
 
+    def engine_steps(x):  # autograd's own work beside torch's derivative formulas: broadcast, casts, accumulation
+        w = torch.ones(3, 1, dtype=torch.float64, requires_grad=True)
+        w.grad = torch.zeros(3, 1, dtype=torch.float64)
+        y = (w.float() * x).sum(0)
+        y.retain_grad()
+        (y * 2 + y).sum().backward()
+
+    def c_hooks(x):  # hooks built of C builtins: a node's pre-hook, a tensor's hook dictionary, after accumulation
+        import collections, functools
+        out = []
+        leaf = torch.ones(3, requires_grad=True)
+        y = leaf * 2
+        y.grad_fn.register_prehook(functools.partial(next, filter(None, map(out.append, map(torch.exp, [x])))))
+        z = y * 3
+        z._backward_hooks = collections.OrderedDict({0: functools.partial(next, filter(None, map(out.append, map(torch.sin, [x]))))})
+        z.grad_fn._register_hook_dict(z)
+        leaf._post_accumulate_grad_hooks = collections.OrderedDict({0: functools.partial(next, map(out.append, map(torch.cos, [x])))})
+        z.sum().backward()
+        return out
+
     def spanning(x, go, done):
         def run():  # one operator per request, each when that request says so
             for name, event in zip(("sin", "cos"), go):
@@ -189,6 +209,20 @@ def test_a_callback_torch_runs_inside_a_seen_call_is_watched_as_the_target_even_
     request.read()
     assert calls.get("exp", "").startswith("student.py:") and calls.get("sin", "").startswith("student.py:"), calls
     assert TAMPERED not in calls and sys.getprofile() is None
+
+
+def test_in_the_evaluation_of_torchs_own_node_only_the_engines_own_steps_are_torchs(tmp_path, engine):
+    """Autograd's sums, views, casts, additions and clones beside a derivative formula are not the student's; an
+    operator a hook of C builtins runs there (no frame, no call the mode sees) is, however the hook was set."""
+    student, x = _student(tmp_path), torch.arange(3.0)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    request = Requests(watch, engine)
+    honest = request(lambda: student.engine_steps(x))
+    hooked = request(lambda: student.c_hooks(x))
+    request.read()
+    assert [name for name, where in honest.items() if where == DISPATCHER] == [], honest
+    assert {"exp", "sin", "cos"} <= {name for name, where in hooked.items() if where == DISPATCHER}, hooked
+    assert TAMPERED not in honest and TAMPERED not in hooked
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

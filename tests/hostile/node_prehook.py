@@ -3,10 +3,10 @@
 # `grad_fn.register_prehook` is a method of the node (not a call the mode sees), and autograd calls the hook
 # inside a backward the student asks for: `functools.partial(next, chain)` gets the grad outputs as next's
 # default, so the chain runs one_hot and the hook returns them unchanged. No Python frame runs.
-# Open (SECURITY.md): autograd runs a node's hooks inside the evaluation of that node, beside torch's own work
-# there (the gradients it adds up, the sums that reduce a broadcast gradient), so the watch cannot tell a hook's
-# operators from torch's; node methods cannot be replaced to check the hook given. Graded by an xfail(strict)
-# test in test_hostile.py: it forges 2.5 of one_hot's 3 points, and the test fails once a defence holds.
+# Holds because: in the evaluation of torch's own node only its derivative formula (the node's own range, at the
+# backward scope) and the engine's own steps around it are torch's (recorder._ENGINE_STEPS): one_hot there ran in
+# a hook, and is the student's, in both watches (recorder.Findings, observer.cpp). It forged 2.5 of one_hot's 3
+# points before (issue 47). tests/hostile/hook_attributes.py sets such hooks without any registration call.
 import functools
 import itertools
 

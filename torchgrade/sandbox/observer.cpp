@@ -21,7 +21,15 @@
 namespace {
 
 constexpr unsigned char ACTIVE = 1, SEEN = 2, EVALUATING = 4;
+// A direct child of the evaluation of torch's own node (STEPS), or of AccumulateGrad's own range (ACCUMULATING).
+constexpr unsigned char STEPS = 8, ACCUMULATING = 16;
 constexpr const char* EVALUATE = "autograd::engine::evaluate_function: ";
+constexpr const char* ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad";
+// recorder._ENGINE_STEPS and recorder._ACCUMULATE_STEPS: what the engine itself runs there.
+const char* const ENGINE_STEPS[] = {"sum", "view", "add", "add_", "clone", "to", "_to_copy", "copy_", nullptr};
+const char* const ACCUMULATE_STEPS[] = {"detach", "add", "add_", "clone", "copy_", "new_empty_strided",
+                                        "empty_strided", "empty_like", "_indices", "_values", "coalesce",
+                                        "_coalesce", "to", "_to_copy", nullptr};
 
 std::string window_marker, seen_marker;  // set by arm (the nonce is secret)
 std::vector<std::string> builtin;        // recorder._BUILTIN
@@ -66,6 +74,24 @@ bool builtin_node(const char* node) {
   return digits > 0 && ends_with(node, n - digits, "Backward");
 }
 
+bool listed(const char* const* list, const char* op) {
+  for (; *list != nullptr; ++list) {
+    if (std::strcmp(*list, op) == 0) return true;
+  }
+  return false;
+}
+
+// An operator of a builtin namespace: its name after the namespace, else nullptr.
+const char* builtin_op(const char* name) {
+  const char* sep = std::strstr(name, "::");
+  if (sep == nullptr) return nullptr;
+  std::string space(name, sep - name);
+  for (const auto& b : builtin) {
+    if (b == space) return sep + 2;
+  }
+  return nullptr;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!armed.load(std::memory_order_acquire)) return nullptr;
   uint64_t g = generation.load(std::memory_order_acquire);
@@ -75,7 +101,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   bool main = std::this_thread::get_id() == main_thread;
   unsigned char parent = stack.contexts.empty() ? (main ? 0 : ACTIVE) : stack.contexts.back();
-  unsigned char child = parent;
+  unsigned char child = parent & ~(STEPS | ACCUMULATING);
   bool window = false;
   const char* name = fn.name();
   events.fetch_add(1, std::memory_order_relaxed);
@@ -96,16 +122,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       add("backward");
       add("grad");
     }
-    child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? SEEN : 0);
-  } else if (const char* sep = std::strstr(name, "::")) {
-    std::string space(name, sep - name);
-    for (const auto& b : builtin) {
-      if (b == space) {
-        if (!(parent & SEEN)) add(sep + 2);
-        child |= SEEN;  // what an operator runs inside is its implementation
-        break;
-      }
-    }
+    // Torch's own node: its range and the engine's steps are torch's (below); a custom Function's is the student's.
+    child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? STEPS : 0);
+  } else if ((parent & (STEPS | ACCUMULATING)) && builtin_node(name) &&
+             fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    // A node's own range (no student's range has this scope): its derivative formula, torch's business.
+    child = ACTIVE | EVALUATING | (std::strcmp(name, ACCUMULATE_GRAD) == 0 ? ACCUMULATING : SEEN);
+  } else if (const char* op = builtin_op(name)) {
+    // In a node's evaluation, an operator that is not one of the engine's own steps ran in a hook.
+    bool step = ((parent & STEPS) && listed(ENGINE_STEPS, op)) || ((parent & ACCUMULATING) && listed(ACCUMULATE_STEPS, op));
+    if (!(parent & SEEN) && !step) add(op);
+    child |= SEEN;  // what an operator runs inside is its implementation
   }
   stack.contexts.push_back(child);
   return std::make_unique<Frame>(g, stack.contexts.size() - 1, window);

@@ -58,6 +58,18 @@ _EVALUATE = "autograd::engine::evaluate_function: "
 #: Autograd nodes of torch's own (derivative formulas) end in a number or are torch::autograd's;
 #: a custom Function's node is its class name plus "Backward".
 _BUILTIN_NODE = re.compile(r"(Backward\d+|^torch::autograd::.*)$")
+#: What autograd's engine itself runs in the evaluation of a node of torch's, beside the node's own range (its
+#: derivative formula, at the backward scope): the sums (and a view) that reduce a broadcast gradient to its
+#: input's shape and the casts to its dtype (`validate_outputs`), the additions of the input buffer, the clone
+#: and addition of `retain_grad`. Any other operator there ran in a hook (a tensor's or the node's), whatever
+#: registered it and whatever it is built of: it is the student's. Kept in step with observer.cpp.
+_ENGINE_STEPS = frozenset({"sum", "view", "add", "add_", "clone", "to", "_to_copy", "copy_"})
+#: And inside AccumulateGrad's own range: the gradient detached, cloned, added or copied into `.grad`
+#: (a post-accumulate-grad hook runs there too).
+_ACCUMULATE_STEPS = frozenset({"detach", "add", "add_", "clone", "copy_", "new_empty_strided", "empty_strided",
+                               "empty_like", "_indices", "_values", "coalesce", "_coalesce", "to", "_to_copy"})
+_ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_BACKWARD_SCOPE = torch._C._profiler.RecordScope.BACKWARD_FUNCTION
 #: A named range in the profiler's record, entered and left in C++ (torch.ops' record_function costs ~20 µs
 #: a call through Python's op dispatch: a window, and each backward or grad the mode sees, is bracketed).
 _Marker = torch._C._profiler._RecordFunctionFast
@@ -807,9 +819,11 @@ class Findings:
             if evaluating or not seen:
                 self._add("backward")
                 self._add("grad")
-            builtin = bool(_BUILTIN_NODE.search(name[len(_EVALUATE):]))
-            for child in event.children:  # torch's own derivative formulas are its business; a custom
-                self._walk(child, builtin, True, main)  # Function's backward is the student's code
+            if _BUILTIN_NODE.search(name[len(_EVALUATE):]):
+                self._steps(event, _ENGINE_STEPS, main)
+            else:  # a custom Function's backward is the student's code
+                for child in event.children:
+                    self._walk(child, False, True, main)
             return
         elif "::" in name and name.split("::", 1)[0] in _BUILTIN:
             if not seen:
@@ -817,6 +831,23 @@ class Findings:
             seen = True  # what an operator runs inside is its implementation
         for child in event.children:
             self._walk(child, seen, evaluating, main)
+
+    def _steps(self, event: Any, steps: frozenset[str], main: bool) -> None:
+        """The children of the evaluation of torch's own node: a node's range at the backward scope (a name no
+        student's range can take) is its derivative formula, torch's business (AccumulateGrad's, its own steps);
+        an operator of the engine's `steps` is torch's; anything else ran in a hook, and is recorded."""
+        for child in event.children:
+            name = child.name
+            if _BUILTIN_NODE.search(name) and getattr(child.extra_fields, "scope", None) == _BACKWARD_SCOPE:
+                self.events += 1
+                if name == _ACCUMULATE_GRAD:
+                    self._steps(child, _ACCUMULATE_STEPS, main)
+                else:
+                    for inner in child.children:
+                        self._walk(inner, True, True, main)
+                continue
+            space, _, op = name.partition("::")
+            self._walk(child, space in _BUILTIN and op in steps, True, main)
 
     def _add(self, name: str) -> None:
         if name not in self.names:
