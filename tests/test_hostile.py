@@ -559,8 +559,8 @@ def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_li
 
 #: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
 #: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
-ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks", "node_prehook",
-              "hook_attributes")
+ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks",
+              "saved_tensor_hooks_torch_python", "node_prehook", "hook_attributes")
 
 
 def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):

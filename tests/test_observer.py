@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import make_submission, points_by_target
 
-from torchgrade.sandbox.forbidden import DISPATCHER, TAMPERED
+from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED
 from torchgrade.engine.grading import grade_submission
 from torchgrade.engine import plugin
 from torchgrade.sandbox import host, observer, recorder
@@ -98,6 +98,18 @@ STUDENT = """
         leaf._post_accumulate_grad_hooks = collections.OrderedDict({0: functools.partial(next, map(out.append, map(torch.cos, [x])))})
         z.sum().backward()
         return out
+
+    def saved_hooks(x, hostile):  # torch's own saved-tensor hooks; and one that binds its own arguments to torch's
+        import functools
+        from torch.utils.checkpoint import checkpoint
+        w = x.detach().requires_grad_()
+        with torch.autograd.graph.save_on_cpu():
+            y = (w * w).sum()
+        y = y + checkpoint(torch.sin, w, use_reentrant=False).sum()
+        if hostile:
+            with torch.autograd.graph.saved_tensors_hooks(functools.partial(torch.ops.aten.neg.default), lambda t: t):
+                y = y + (w * w).sum()
+        y.backward()
 
     def spanning(x, go, done):
         def run():  # one operator per request, each when that request says so
@@ -223,6 +235,20 @@ def test_in_the_evaluation_of_torchs_own_node_only_the_engines_own_steps_are_tor
     assert [name for name, where in honest.items() if where == DISPATCHER] == [], honest
     assert {"exp", "sin", "cos"} <= {name for name, where in hooked.items() if where == DISPATCHER}, hooked
     assert TAMPERED not in honest and TAMPERED not in hooked
+
+
+def test_a_saved_tensor_hook_binding_arguments_to_torchs_code_is_refused_and_torchs_own_hooks_are_not(tmp_path,
+                                                                                                         engine, monkeypatch):
+    for name in ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks"):  # (as the sandbox does)
+        monkeypatch.setattr(torch._C._autograd, name, recorder._SavedTensorHooks(getattr(torch._C._autograd, name)))
+    student, x = _student(tmp_path), torch.arange(3.0)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    request = Requests(watch, engine)
+    honest = request(lambda: student.saved_hooks(x, hostile=False))
+    hostile = request(lambda: student.saved_hooks(x, hostile=True))
+    request.read()
+    assert not [name for name in honest if name.startswith(PRIVATE)], honest
+    assert [name for name in hostile if name.startswith(PRIVATE) and "torch's own code" in name], hostile
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

@@ -109,6 +109,8 @@ ATTACKS = (
     Attack("saved_tensor_hooks", ("tensors.one_hot",), message="forbidden call",
            honest=("empty result for empty labels", "for invalid labels")),
     Attack("saved_tensor_hooks_at_import", ("tensors",), message="forbidden call"),
+    Attack("saved_tensor_hooks_torch_python", ("tensors.one_hot",), message="forbidden call",
+           honest=("empty result for empty labels", "for invalid labels")),
     Attack("node_prehook", ("tensors.one_hot",), message="forbidden call"),
     Attack("hook_attributes", ("tensors.gather", "tensors.scatter_"), message="forbidden call"),
     Attack("thread_autograd", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3", "functions.LinearFn"),

@@ -448,11 +448,36 @@ class _SavedTensorHooks:
 
 
 def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
-    """Record a refused entry for each saved-tensor hook in force that runs no Python code."""
+    """Record a refused entry for each saved-tensor hook in force that runs no Python code, or that binds
+    arguments of its own to torch's code (run unwatched inside an operator's work)."""
     for hook in _SAVED_TENSOR_HOOKS(True) or ():
         if not _python_callable(hook):
             watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs no Python code ({type(hook).__name__}), "
                                         "given to saved_tensors_hooks", where)
+        elif not _saved_hook_watched(hook):
+            watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs torch's own code with arguments of its own "
+                                        f"({type(hook).__name__}), given to saved_tensors_hooks", where)
+
+
+def _saved_hook_watched(hook: Any) -> bool:
+    """Whether a saved-tensor hook (one that runs Python code first) is the student's code, which the profile
+    hook sees and watches as a callback, or one of torch's own closures given as it is (save_on_cpu's,
+    checkpoint's). Installed code otherwise (a module's function of torch's, a partial or bound method over
+    one, an object whose `__call__` is torch's: `torch.ops.aten.one_hot.default`) runs unwatched where autograd
+    calls it, with arguments the student chose."""
+    if type(hook) is types.FunctionType and provenance.installed(hook.__code__):
+        return "<locals>" in hook.__qualname__
+    value = hook
+    for _ in range(_PLAIN_DEPTH):
+        if type(value) is types.FunctionType:
+            return not provenance.installed(value.__code__)
+        if type(value) is types.MethodType:
+            value = value.__func__
+        elif type(value) is functools.partial:
+            value = value.func
+        else:
+            value = type(value).__dict__.get("__call__")
+    return False
 
 
 class _Refused:
