@@ -560,7 +560,7 @@ def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_li
 #: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
 #: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
 ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks",
-              "saved_tensor_hooks_torch_python", "node_prehook", "hook_attributes")
+              "saved_tensor_hooks_torch_python", "node_prehook", "hook_attributes", "named_as_torchs_node")
 
 
 def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):
@@ -618,19 +618,6 @@ def test_autograd_in_a_thread_of_the_students_costs_the_cuda_checks_too(watch, f
     assert any("forbidden call" in t.output for t in attacked)
     untouched = [t for t in on_cuda if t.target == "Conv2dFn"]
     assert untouched and all(t.score == t.max_score for t in untouched), [(t.name, t.output[:500]) for t in untouched]
-
-
-@pytest.mark.xfail(strict=True, reason="open (SECURITY.md): a custom Function's node named as one of torch's own "
-                                      "passes for a derivative formula")
-def test_a_custom_node_named_as_torchs_own_costs_its_target(fast, best_level, arena, tmp_path, monkeypatch):
-    """tests/hostile/named_as_torchs_node.py, kept out of ATTACKS while it forges points: one_hot runs in the
-    C-level backward of a Function whose node is renamed `MulBackward0`, in a backward of the student's."""
-    attack = Attack("named_as_torchs_node", ("tensors.one_hot",), message="forbidden call",
-                    honest=("empty result for empty labels", "for invalid labels"))
-    g = grade_at(best_level, attack, arena, fast, tmp_path, monkeypatch)
-    hit, others = split(g, attack)
-    assert others and all(score == maximum > 0 for score, maximum in others.values())
-    assert forged(g, attack, hit) == [], hit
 
 
 HANGS_ON_EMPTY_LABELS = """

@@ -17,7 +17,7 @@ from conftest import make_submission, points_by_target
 from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED
 from torchgrade.engine.grading import grade_submission
 from torchgrade.engine import plugin
-from torchgrade.sandbox import host, observer, recorder
+from torchgrade.sandbox import host, observer, provenance, recorder
 from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch, joined
 
 #: Kineto with one session for many requests, read when asked (a module's requests have ended).
@@ -86,6 +86,11 @@ STUDENT = """
         y.retain_grad()
         (y * 2 + y).sum().backward()
 
+    def unseen_backward(x):  # autograd's engine run where the mode does not see it: the student's whole
+        y = x.detach().requires_grad_().exp()
+        with torch._C.DisableTorchFunction():
+            y.sum().backward()
+
     def c_hooks(x):  # hooks built of C builtins: a node's pre-hook, a tensor's hook dictionary, after accumulation
         import collections, functools
         out = []
@@ -110,6 +115,27 @@ STUDENT = """
             with torch.autograd.graph.saved_tensors_hooks(functools.partial(torch.ops.aten.neg.default), lambda t: t):
                 y = y + (w * w).sum()
         y.backward()
+
+    def named_as_torchs(x, when):  # a custom Function's node named as one of torch's, before or as the engine runs
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t):
+                return t * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        y = Twice.apply(x.detach().requires_grad_()) * 3
+        if when == "before":
+            Twice._backward_cls.__name__ = "MulBackward0"
+        elif when == "while":
+            y.grad_fn.register_prehook(lambda g: setattr(Twice._backward_cls, "__name__", "MulBackward0"))
+        y.sum().backward()
+        return Twice
+
+    def applied(function, x):
+        (function.apply(x.detach().requires_grad_()) * 3).sum().backward()
 
     def spanning(x, go, done):
         def run():  # one operator per request, each when that request says so
@@ -225,14 +251,17 @@ def test_a_callback_torch_runs_inside_a_seen_call_is_watched_as_the_target_even_
 
 def test_in_the_evaluation_of_torchs_own_node_only_the_engines_own_steps_are_torchs(tmp_path, engine):
     """Autograd's sums, views, casts, additions and clones beside a derivative formula are not the student's; an
-    operator a hook of C builtins runs there (no frame, no call the mode sees) is, however the hook was set."""
+    operator a hook of C builtins runs there (no frame, no call the mode sees) is, however the hook was set; and
+    an engine run the mode did not see is the student's whole, derivative formulas included (`mul` of exp's)."""
     student, x = _student(tmp_path), torch.arange(3.0)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
     request = Requests(watch, engine)
     honest = request(lambda: student.engine_steps(x))
     hooked = request(lambda: student.c_hooks(x))
+    unseen = request(lambda: student.unseen_backward(x))
     request.read()
     assert [name for name, where in honest.items() if where == DISPATCHER] == [], honest
+    assert {"backward", "grad", "mul"} <= {name for name, where in unseen.items() if where == DISPATCHER}, unseen
     assert {"exp", "sin", "cos"} <= {name for name, where in hooked.items() if where == DISPATCHER}, hooked
     assert TAMPERED not in honest and TAMPERED not in hooked
 
@@ -249,6 +278,25 @@ def test_a_saved_tensor_hook_binding_arguments_to_torchs_code_is_refused_and_tor
     request.read()
     assert not [name for name in honest if name.startswith(PRIVATE)], honest
     assert [name for name in hostile if name.startswith(PRIVATE) and "torch's own code" in name], hostile
+
+
+def test_a_custom_functions_node_named_as_torchs_own_before_or_while_the_engine_runs_is_refused(tmp_path, engine):
+    provenance.watch(str(tmp_path) + os.sep, [])  # (the sandbox's audit hook: once per process)
+    student, x = _student(tmp_path), torch.arange(3.0)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    request = Requests(watch, engine)
+    made = []
+    try:
+        found = {when: request(lambda: made.append(student.named_as_torchs(x, when))) for when in ("never", "while")}
+        made.append(student.named_as_torchs(x, "before"))  # (named so before the request, in no request)
+        found["earlier"] = request(lambda: student.applied(made[-1], x))
+        request.read()
+    finally:
+        for function in made:  # (left alive and named so, it would be found by every later request here)
+            function._backward_cls.__name__ = "TwiceBackward"
+    refused = {when: [name for name in calls if name.startswith(PRIVATE) and "named as one of torch's" in name]
+               for when, calls in found.items()}
+    assert refused["never"] == [] and refused["while"] and refused["earlier"], refused
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

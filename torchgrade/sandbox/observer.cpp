@@ -118,12 +118,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   } else if (std::strncmp(name, EVALUATE, std::strlen(EVALUATE)) == 0) {
     // Autograd run inside a backward; or started where the mode did not see it, in the student's thread or at
     // the top of any other (a request runs autograd in the thread that asks: recorder.DispatchWatch.armed).
+    // Such a run is the student's whole (recorder.Findings._walk). In a run the mode saw, torch's own node: its
+    // range and the engine's steps are torch's (below); a custom Function's is the student's.
     if ((parent & EVALUATING) || !(parent & SEEN)) {
       add("backward");
       add("grad");
+      child = ACTIVE | EVALUATING;
+    } else {
+      child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? STEPS : 0);
     }
-    // Torch's own node: its range and the engine's steps are torch's (below); a custom Function's is the student's.
-    child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? STEPS : 0);
   } else if ((parent & (STEPS | ACCUMULATING)) && builtin_node(name) &&
              fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     // A node's own range (no student's range has this scope): its derivative formula, torch's business.

@@ -83,7 +83,11 @@ def _set_roots(roots: Any) -> None:
 EDGES: dict[int, Any] = {}
 
 
-_EVENTS = frozenset({"exec", "compile", "code.__new__"})
+_EVENTS = frozenset({"exec", "compile", "code.__new__", "object.__setattr__"})
+#: The base of the classes whose name autograd records for a node they make (torch._C._FunctionBase: a custom
+#: Function's node), set by the recorder; and every such class renamed at run time (the name it was given).
+NODE_CLASSES: tuple[type, ...] = ()
+renamed_nodes: list[str] = []
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -92,6 +96,14 @@ def _audit(event: str, args: tuple) -> None:
         return
     if event == "exec":
         _executed(args[0])
+        return
+    if event == "object.__setattr__":  # (every attribute set on a class, and object.__setattr__ called as such)
+        try:
+            if args[1] == "__name__" and isinstance(args[0], type) and NODE_CLASSES \
+                    and issubclass(args[0], NODE_CLASSES):
+                renamed_nodes.append(str(args[2]))
+        except Exception:
+            pass
         return
     if event != "compile" and event != "code.__new__":
         return

@@ -142,6 +142,7 @@ class CallRecorder(TorchFunctionMode):
                 finally:
                     _REAL["_enable_record_function"](True)
             self.marked += 1
+            _charge_nodes_named_as_torchs(self, sys._getframe(1))
             with self.range(self.marker):
                 return func(*args, **(kwargs or {}))
         finally:
@@ -213,6 +214,30 @@ class CallRecorder(TorchFunctionMode):
 
 
 provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__torch_function__.__code__
+
+
+provenance.NODE_CLASSES = (torch._C._FunctionBase,)
+_type_name = type.__dict__["__name__"].__get__  # (the name autograd records: no metaclass's property stands in)
+_NAMED_AS_TORCHS = PRIVATE + "a custom Function's node named as one of torch's ({})"
+
+
+def _charge_nodes_named_as_torchs(mode: CallRecorder, caller: Any) -> None:
+    """Before autograd's engine runs (a seen `backward` or `grad`): a refused entry for each custom Function's
+    node class named as one of torch's own nodes (the watch tells torch's derivative formulas by that name; a
+    class of another target's left alive is found too), and for each such class renamed in this request
+    (provenance's audit hook; a rename while the engine runs is charged when the request ends)."""
+    found, todo, seen = list(provenance.renamed_nodes), [torch._C._FunctionBase], set()
+    while todo:
+        for kind in type.__subclasses__(todo.pop()):
+            if kind not in seen:
+                seen.add(kind)
+                todo.append(kind)
+                if _BUILTIN_NODE.search(_type_name(kind)):
+                    found.append(_type_name(kind))
+    if found:
+        where = student_line(caller, mode.submission) or UNLINED
+        for name in found:
+            mode.calls.setdefault(_NAMED_AS_TORCHS.format(name), where)
 
 
 #: Arguments torch cannot call back into without the student's Python code running (so a frame the profile
@@ -629,12 +654,15 @@ class DispatchWatch:
         self.mode.range = self.range
         self.mode.marked = 0
         charge_saved_tensor_hooks(self, UNLINED)  # (pushed before this request)
+        provenance.renamed_nodes.clear()  # (one renamed before: named as torch's, it is found where an engine runs)
         try:
             yield
         finally:
             set_multithreading(threaded)
             arrays.disarm()
             _armed = None
+            for name in provenance.renamed_nodes:  # (a rename while autograd's engine ran, after the look before it)
+                self.mode.calls.setdefault(_NAMED_AS_TORCHS.format(name), UNLINED)
             self.mode.marker = None
             if os.getpid() != self.pid:  # a child forked by the probe leaves the profiler to its parent
                 pass
@@ -841,14 +869,17 @@ class Findings:
             # Autograd run inside a backward; or started where the mode did not see it: in the student's thread,
             # or at the top of any other (autograd has no device thread of its own in a request: `armed`), one
             # the student started by threading, _thread, ctypes or C.
+            # Such a run is the student's whole: no node evaluated there passes for a derivative formula of torch's
+            # (a custom Function's node may be named as one, and the mode's look at those names came before no such
+            # run). In a run the mode saw, torch's own node: its formula and the engine's steps are torch's.
             if evaluating or not seen:
                 self._add("backward")
                 self._add("grad")
-            if _BUILTIN_NODE.search(name[len(_EVALUATE):]):
+            elif _BUILTIN_NODE.search(name[len(_EVALUATE):]):
                 self._steps(event, _ENGINE_STEPS, main)
-            else:  # a custom Function's backward is the student's code
-                for child in event.children:
-                    self._walk(child, False, True, main)
+                return
+            for child in event.children:  # (a custom Function's backward is the student's code)
+                self._walk(child, False, True, main)
             return
         elif "::" in name and name.split("::", 1)[0] in _BUILTIN:
             if not seen:
