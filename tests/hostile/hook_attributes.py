@@ -1,12 +1,15 @@
 # ruff: noqa: F821 (appended to a reference module: the names it replaces are defined above it)
 # Attack: the forbidden operator runs in a hook built of C builtins that no registration call ever saw: set as
-# a tensor's hook dictionary (`_backward_hooks`, then `grad_fn._register_hook_dict`), and as a leaf's
-# post-accumulate-grad hooks (`_post_accumulate_grad_hooks`). Autograd runs them inside the evaluation of a node
+# a tensor's hook dictionary (`_backward_hooks`, then `grad_fn._register_hook_dict`: gather, and view, which is
+# also one of the engine's own steps there), and as a leaf's post-accumulate-grad hooks
+# (`_post_accumulate_grad_hooks`: scatter_). Autograd runs them inside the evaluation of a node
 # of torch's own, in a backward the student asks for; `functools.partial(next, chain)` runs no Python frame.
 # Holds because: in the evaluation of torch's own node only its derivative formula (the node's own range) and
-# the engine's own steps around it (recorder._ENGINE_STEPS: the sums that reduce a broadcast gradient, the
-# additions of the input buffer, AccumulateGrad's detach and add) are torch's; any other operator there ran in a
-# hook and is the student's, in both watches (recorder.Findings, observer.cpp).
+# the engine's own steps, each in its place, are torch's (recorder._engine_step: retain_grad's clone before the
+# range; right after it, the sums that reduce a broadcast gradient, each with the view right after it; the input
+# buffer's additions last; AccumulateGrad's detach and add in its range): any other operator there, or one out of
+# its place (a view before the node's range), ran in a hook and is the student's, in both watches
+# (recorder.Findings, observer.cpp).
 import collections
 import functools
 import itertools
@@ -34,3 +37,15 @@ def scatter_(target, dim, index, src):
     leaf._post_accumulate_grad_hooks = collections.OrderedDict({0: functools.partial(next, chain)})
     (leaf * 2).sum().backward()
     return target
+
+
+def view(x, *shape):
+    out = []
+    fn = getattr(torch.Tensor, "vi" + "ew")
+    chain = filter(None, map(out.append, itertools.starmap(fn, [(x, *shape)])))
+    src = torch.zeros(1, requires_grad=True)
+    y = src * 2
+    y._backward_hooks = collections.OrderedDict({0: functools.partial(next, chain)})
+    y.grad_fn._register_hook_dict(y)
+    y.sum().backward()
+    return out[0]

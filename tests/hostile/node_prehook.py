@@ -4,7 +4,7 @@
 # inside a backward the student asks for: `functools.partial(next, chain)` gets the grad outputs as next's
 # default, so the chain runs one_hot and the hook returns them unchanged. No Python frame runs.
 # Holds because: in the evaluation of torch's own node only its derivative formula (the node's own range, at the
-# backward scope) and the engine's own steps around it are torch's (recorder._ENGINE_STEPS): one_hot there ran in
+# backward scope) and the engine's own steps around it are torch's (recorder._engine_step): one_hot there ran in
 # a hook, and is the student's, in both watches (recorder.Findings, observer.cpp). It forged 2.5 of one_hot's 3
 # points before (issue 47). tests/hostile/hook_attributes.py sets such hooks without any registration call.
 import functools

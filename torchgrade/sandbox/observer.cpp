@@ -22,11 +22,16 @@ namespace {
 
 constexpr unsigned char ACTIVE = 1, SEEN = 2, EVALUATING = 4;
 // A direct child of the evaluation of torch's own node (STEPS), or of AccumulateGrad's own range (ACCUMULATING).
-constexpr unsigned char STEPS = 8, ACCUMULATING = 16;
+// On the evaluation itself: its last child was a `sum` (AFTER_SUM), its node's range has run (FORMULA_DONE),
+// something other than the reduction of its gradients has run since (LATE): recorder._engine_step.
+constexpr unsigned char STEPS = 8, ACCUMULATING = 16, AFTER_SUM = 32, FORMULA_DONE = 64, LATE = 128;
+constexpr unsigned char PHASES = STEPS | ACCUMULATING | AFTER_SUM | FORMULA_DONE | LATE;
 constexpr const char* EVALUATE = "autograd::engine::evaluate_function: ";
 constexpr const char* ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad";
-// recorder._ENGINE_STEPS and recorder._ACCUMULATE_STEPS: what the engine itself runs there.
-const char* const ENGINE_STEPS[] = {"sum", "view", "add", "add_", "clone", "to", "_to_copy", "copy_", nullptr};
+// recorder._BEFORE_FORMULA, _REDUCING, _LATE_STEPS and _ACCUMULATE_STEPS: what the engine itself runs there.
+const char* const BEFORE_FORMULA[] = {"clone", "add", nullptr};
+const char* const REDUCING[] = {"sum", "view", "to", "_to_copy", "copy_", nullptr};
+const char* const LATE_STEPS[] = {"add", "add_", nullptr};
 const char* const ACCUMULATE_STEPS[] = {"detach", "add", "add_", "clone", "copy_", "new_empty_strided",
                                         "empty_strided", "empty_like", "_indices", "_values", "coalesce",
                                         "_coalesce", "to", "_to_copy", nullptr};
@@ -81,6 +86,22 @@ bool listed(const char* const* list, const char* op) {
   return false;
 }
 
+// recorder._engine_step: whether `op` (nullptr: not an operator) is one of the engine's own steps where the
+// evaluation stands, which it moves on.
+bool engine_step(unsigned char& evaluation, const char* op) {
+  bool after_sum = evaluation & AFTER_SUM;
+  evaluation &= ~AFTER_SUM;
+  if (!(evaluation & FORMULA_DONE)) return op != nullptr && listed(BEFORE_FORMULA, op);
+  if (!(evaluation & LATE)) {
+    if (op != nullptr && listed(REDUCING, op) && (std::strcmp(op, "view") != 0 || after_sum)) {
+      if (std::strcmp(op, "sum") == 0) evaluation |= AFTER_SUM;
+      return true;
+    }
+    evaluation |= LATE;
+  }
+  return op != nullptr && listed(LATE_STEPS, op);
+}
+
 // An operator of a builtin namespace: its name after the namespace, else nullptr.
 const char* builtin_op(const char* name) {
   const char* sep = std::strstr(name, "::");
@@ -101,10 +122,26 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   bool main = std::this_thread::get_id() == main_thread;
   unsigned char parent = stack.contexts.empty() ? (main ? 0 : ACTIVE) : stack.contexts.back();
-  unsigned char child = parent & ~(STEPS | ACCUMULATING);
+  unsigned char child = parent & ~PHASES;
   bool window = false;
   const char* name = fn.name();
   events.fetch_add(1, std::memory_order_relaxed);
+  // In the evaluation of torch's own node, its own range (no student's range has this scope) is its derivative
+  // formula, torch's business; beside it, only the engine's own steps are torch's: anything else ran in a hook.
+  bool formula = (parent & (STEPS | ACCUMULATING)) && builtin_node(name) &&
+                 fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+  bool step = false;
+  if (parent & STEPS) {
+    unsigned char& evaluation = stack.contexts.back();
+    if (formula) {
+      evaluation = (evaluation & ~AFTER_SUM) | FORMULA_DONE;
+    } else {
+      step = engine_step(evaluation, builtin_op(name));
+    }
+  } else if ((parent & ACCUMULATING) && !formula) {
+    const char* op = builtin_op(name);
+    step = op != nullptr && listed(ACCUMULATE_STEPS, op);
+  }
   if (!(parent & ACTIVE)) {  // the probe's own thread, outside the student's windows
     if (window_marker == name) {
       child = ACTIVE;
@@ -127,13 +164,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     } else {
       child = ACTIVE | EVALUATING | (builtin_node(name + std::strlen(EVALUATE)) ? STEPS : 0);
     }
-  } else if ((parent & (STEPS | ACCUMULATING)) && builtin_node(name) &&
-             fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    // A node's own range (no student's range has this scope): its derivative formula, torch's business.
+  } else if (formula) {
     child = ACTIVE | EVALUATING | (std::strcmp(name, ACCUMULATE_GRAD) == 0 ? ACCUMULATING : SEEN);
   } else if (const char* op = builtin_op(name)) {
-    // In a node's evaluation, an operator that is not one of the engine's own steps ran in a hook.
-    bool step = ((parent & STEPS) && listed(ENGINE_STEPS, op)) || ((parent & ACCUMULATING) && listed(ACCUMULATE_STEPS, op));
     if (!(parent & SEEN) && !step) add(op);
     child |= SEEN;  // what an operator runs inside is its implementation
   }

@@ -59,11 +59,15 @@ _EVALUATE = "autograd::engine::evaluate_function: "
 #: a custom Function's node is its class name plus "Backward".
 _BUILTIN_NODE = re.compile(r"(Backward\d+|^torch::autograd::.*)$")
 #: What autograd's engine itself runs in the evaluation of a node of torch's, beside the node's own range (its
-#: derivative formula, at the backward scope): the sums (and a view) that reduce a broadcast gradient to its
-#: input's shape and the casts to its dtype (`validate_outputs`), the additions of the input buffer, the clone
-#: and addition of `retain_grad`. Any other operator there ran in a hook (a tensor's or the node's), whatever
-#: registered it and whatever it is built of: it is the student's. Kept in step with observer.cpp.
-_ENGINE_STEPS = frozenset({"sum", "view", "add", "add_", "clone", "to", "_to_copy", "copy_"})
+#: derivative formula, at the backward scope), and where (`_engine_step`): before the range, `retain_grad`'s clone
+#: and addition; right after it, the reduction of the gradients (`validate_outputs`: each sum that reduces a
+#: broadcast gradient with the view right after it, the casts to the input's dtype); last, the input buffer's
+#: additions. Anything else there, or there out of its place, ran in a hook (a tensor's or the node's, a pre-hook
+#: before the range, a post-hook after the reduction), whatever registered it and whatever it is built of: it is
+#: the student's. Kept in step with observer.cpp.
+_BEFORE_FORMULA = frozenset({"clone", "add"})
+_REDUCING = frozenset({"sum", "view", "to", "_to_copy", "copy_"})
+_LATE_STEPS = frozenset({"add", "add_"})
 #: And inside AccumulateGrad's own range: the gradient detached, cloned, added or copied into `.grad`
 #: (a post-accumulate-grad hook runs there too).
 _ACCUMULATE_STEPS = frozenset({"detach", "add", "add_", "clone", "copy_", "new_empty_strided", "empty_strided",
@@ -824,6 +828,18 @@ class DispatchWatch:
             self.collected[token] = calls
 
 
+def _engine_step(phase: int, after_sum: bool, op: str | None) -> tuple[bool, int, bool]:
+    """Whether `op` (None: not an operator) is one of the engine's own steps in an evaluation that stands at
+    `phase` (0 before the node's range, 1 reducing its gradients, 2 after that), and where it stands then."""
+    if phase == 0:
+        return op in _BEFORE_FORMULA, 0, False
+    if phase == 1:
+        if op in _REDUCING and (op != "view" or after_sum):
+            return True, 1, op == "sum"
+        phase = 2
+    return op in _LATE_STEPS, 2, False
+
+
 class Findings:
     """A walk of the profiler's event tree: operators the mode did not see, autograd run inside a backward."""
 
@@ -876,7 +892,7 @@ class Findings:
                 self._add("backward")
                 self._add("grad")
             elif _BUILTIN_NODE.search(name[len(_EVALUATE):]):
-                self._steps(event, _ENGINE_STEPS, main)
+                self._steps(event, main)
                 return
             for child in event.children:  # (a custom Function's backward is the student's code)
                 self._walk(child, False, True, main)
@@ -888,22 +904,30 @@ class Findings:
         for child in event.children:
             self._walk(child, seen, evaluating, main)
 
-    def _steps(self, event: Any, steps: frozenset[str], main: bool) -> None:
-        """The children of the evaluation of torch's own node: a node's range at the backward scope (a name no
-        student's range can take) is its derivative formula, torch's business (AccumulateGrad's, its own steps);
-        an operator of the engine's `steps` is torch's; anything else ran in a hook, and is recorded."""
+    def _steps(self, event: Any, main: bool, accumulating: bool = False) -> None:
+        """The children of the evaluation of torch's own node (or of AccumulateGrad's range): a node's range at the
+        backward scope (a name no student's range can take) is its derivative formula, torch's business; an
+        operator that is one of the engine's own steps where it stands is torch's; anything else ran in a hook,
+        and is recorded."""
+        phase, after_sum = 0, False
         for child in event.children:
             name = child.name
             if _BUILTIN_NODE.search(name) and getattr(child.extra_fields, "scope", None) == _BACKWARD_SCOPE:
                 self.events += 1
+                phase, after_sum = 1, False
                 if name == _ACCUMULATE_GRAD:
-                    self._steps(child, _ACCUMULATE_STEPS, main)
+                    self._steps(child, main, accumulating=True)
                 else:
                     for inner in child.children:
                         self._walk(inner, True, True, main)
                 continue
             space, _, op = name.partition("::")
-            self._walk(child, space in _BUILTIN and op in steps, True, main)
+            op = op if space in _BUILTIN else None
+            if accumulating:
+                step = op in _ACCUMULATE_STEPS
+            else:
+                step, phase, after_sum = _engine_step(phase, after_sum, op)
+            self._walk(child, step, True, main)
 
     def _add(self, name: str) -> None:
         if name not in self.names:
