@@ -137,6 +137,27 @@ STUDENT = """
     def applied(function, x):
         (function.apply(x.detach().requires_grad_()) * 3).sum().backward()
 
+    def node_hooks(x, how):  # hooks given to an autograd node: the student's own, torch's own, C builtins
+        import functools
+        y = x.detach().requires_grad_() * 2
+        ran = []
+        if how == "students":
+            handle = y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: ran.append(1))
+            assert handle.hooks_dict_ref() is None  # (the dictionary autograd keeps is not handed out)
+            y.grad_fn.register_prehook(lambda grad_outputs: ran.append(2))
+        elif how == "torchs":  # a module's full backward hook: torch's closures on the nodes
+            layer = torch.nn.Linear(3, 3)
+            layer.register_full_backward_hook(lambda module, grad_input, grad_output: ran.append(3))
+            y = layer(y)
+        elif how == "builtin":
+            y.grad_fn.register_prehook(functools.partial(next, iter(())))
+        elif how == "removed":
+            y.grad_fn.register_prehook(functools.partial(next, iter(()))).remove()
+        elif how == "replaced":  # (and left so: the test takes it away)
+            torch.autograd.Function._register_hook = staticmethod(lambda hooks, hook: (hooks, None))
+        y.sum().backward()
+        return ran
+
     def spanning(x, go, done):
         def run():  # one operator per request, each when that request says so
             for name, event in zip(("sin", "cos"), go):
@@ -294,9 +315,32 @@ def test_a_custom_functions_node_named_as_torchs_own_before_or_while_the_engine_
     finally:
         for function in made:  # (left alive and named so, it would be found by every later request here)
             function._backward_cls.__name__ = "TwiceBackward"
-    refused = {when: [name for name in calls if name.startswith(PRIVATE) and "named as one of torch's" in name]
+    refused = {when: [name for name in calls if name.startswith(PRIVATE) and "custom Function's node" in name]
                for when, calls in found.items()}
     assert refused["never"] == [] and refused["while"] and refused["earlier"], refused
+
+
+def test_a_hook_given_to_an_autograd_node_that_is_not_the_students_python_is_refused_when_it_runs(tmp_path, engine,
+                                                                                                   monkeypatch):
+    provenance.watch(str(tmp_path) + os.sep, [])  # (the sandbox's audit hook: once per process)
+    # (as the sandbox's guard_switches does)
+    monkeypatch.setattr(torch.autograd.function._HookMixin, "_register_hook", recorder._REGISTER_NODE_HOOK)
+    student, x = _student(tmp_path), torch.arange(3.0)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    request = Requests(watch, engine)
+    ran = {}
+    try:
+        found = {how: request(lambda: ran.setdefault(how, student.node_hooks(x, how)))
+                 for how in ("students", "torchs", "builtin", "removed", "replaced")}
+        request.read()
+    finally:
+        if "_register_hook" in torch.autograd.Function.__dict__:
+            del torch.autograd.Function._register_hook
+    refused = {how: [name for name in calls if name.startswith(PRIVATE)] for how, calls in found.items()}
+    assert ran["students"] == [2, 1] and ran["torchs"] == [3], ran
+    assert refused["students"] == refused["torchs"] == refused["removed"] == [], refused
+    assert any("given to an autograd node" in name for name in refused["builtin"]), refused
+    assert any("registry of node hooks" in name for name in refused["replaced"]), refused
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

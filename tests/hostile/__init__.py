@@ -111,7 +111,7 @@ ATTACKS = (
     Attack("saved_tensor_hooks_at_import", ("tensors",), message="forbidden call"),
     Attack("saved_tensor_hooks_torch_python", ("tensors.one_hot",), message="forbidden call",
            honest=("empty result for empty labels", "for invalid labels")),
-    Attack("node_prehook", ("tensors.one_hot",), message="forbidden call"),
+    Attack("node_prehook", ("tensors.view", "tensors.one_hot"), message="forbidden call"),
     Attack("hook_attributes", ("tensors.view", "tensors.gather", "tensors.scatter_"), message="forbidden call"),
     Attack("named_as_torchs_node", ("tensors.one_hot", "tensors.gather"), message="forbidden call"),
     Attack("thread_autograd", ("functions.Exp", "functions.GradCoeff", "functions.LegendreP3", "functions.LinearFn"),

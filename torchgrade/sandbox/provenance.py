@@ -48,6 +48,11 @@ def installed(code: Any) -> bool:
     return verdict
 
 
+def submission() -> str:
+    """The folder of the code under watch ("\0" before `watch`)."""
+    return _submission
+
+
 def files() -> dict[str, bool]:
     """The file names whose code is all installed code (a caller's first, cheapest test; `installed` decides)."""
     return _files
@@ -85,7 +90,8 @@ EDGES: dict[int, Any] = {}
 
 _EVENTS = frozenset({"exec", "compile", "code.__new__", "object.__setattr__"})
 #: The base of the classes whose name autograd records for a node they make (torch._C._FunctionBase: a custom
-#: Function's node), set by the recorder; and every such class renamed at run time (the name it was given).
+#: Function's node), set by the recorder; and every such class renamed at run time (the recorder charges it to
+#: the request it happened in). (Setting `__name__` is audited; setting an ordinary attribute of a class is not.)
 NODE_CLASSES: tuple[type, ...] = ()
 renamed_nodes: list[str] = []
 
@@ -97,7 +103,7 @@ def _audit(event: str, args: tuple) -> None:
     if event == "exec":
         _executed(args[0])
         return
-    if event == "object.__setattr__":  # (every attribute set on a class, and object.__setattr__ called as such)
+    if event == "object.__setattr__":  # (a class's special attribute set, and object.__setattr__ called as such)
         try:
             if args[1] == "__name__" and isinstance(args[0], type) and NODE_CLASSES \
                     and issubclass(args[0], NODE_CLASSES):

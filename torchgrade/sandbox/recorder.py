@@ -33,6 +33,7 @@ ones that refuse and record), or markers that the mode did not make.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import functools
 import os
@@ -40,6 +41,7 @@ import re
 import secrets
 import sys
 import types
+import weakref
 from typing import Any, Iterator
 
 import torch
@@ -222,7 +224,6 @@ provenance.EDGES[id(CallRecorder.__torch_function__.__code__)] = CallRecorder.__
 
 provenance.NODE_CLASSES = (torch._C._FunctionBase,)
 _type_name = type.__dict__["__name__"].__get__  # (the name autograd records: no metaclass's property stands in)
-_NAMED_AS_TORCHS = PRIVATE + "a custom Function's node named as one of torch's ({})"
 
 
 def _charge_nodes_named_as_torchs(mode: CallRecorder, caller: Any) -> None:
@@ -230,18 +231,20 @@ def _charge_nodes_named_as_torchs(mode: CallRecorder, caller: Any) -> None:
     node class named as one of torch's own nodes (the watch tells torch's derivative formulas by that name; a
     class of another target's left alive is found too), and for each such class renamed in this request
     (provenance's audit hook; a rename while the engine runs is charged when the request ends)."""
-    found, todo, seen = list(provenance.renamed_nodes), [torch._C._FunctionBase], set()
+    found = [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes]
+    found += _node_hooks_registry()
+    todo, seen = [torch._C._FunctionBase], set()
     while todo:
         for kind in type.__subclasses__(todo.pop()):
             if kind not in seen:
                 seen.add(kind)
                 todo.append(kind)
                 if _BUILTIN_NODE.search(_type_name(kind)):
-                    found.append(_type_name(kind))
+                    found.append(f"a custom Function's node named as one of torch's ({_type_name(kind)})")
     if found:
         where = student_line(caller, mode.submission) or UNLINED
-        for name in found:
-            mode.calls.setdefault(_NAMED_AS_TORCHS.format(name), where)
+        for what in found:
+            mode.calls.setdefault(PRIVATE + what, where)
 
 
 #: Arguments torch cannot call back into without the student's Python code running (so a frame the profile
@@ -457,6 +460,64 @@ def guard_switches() -> None:
     for name in ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks"):
         if not isinstance(getattr(torch._C._autograd, name), _SavedTensorHooks):
             setattr(torch._C._autograd, name, _SavedTensorHooks(getattr(torch._C._autograd, name)))
+    registry = torch.autograd.function._HookMixin
+    if registry.__dict__["_register_hook"] is not _REGISTER_NODE_HOOK:
+        registry._register_hook = _REGISTER_NODE_HOOK
+
+
+def _register_node_hook(hooks: Any, hook: Any) -> tuple[Any, Any]:
+    """Stands in for `torch.autograd.Function._register_hook`, where autograd's C++ keeps the hooks of every node
+    (`grad_fn.register_hook`, `register_prehook`): autograd runs them inside the node's evaluation, where a hook's
+    operators can pass for the engine's own steps (a post-hook's sum and view for the reduction of a gradient). A
+    hook that is not the student's own Python code (C builtins, a function of torch's, a partial over either) is
+    kept behind a wrapper that makes it a refused entry of the request it runs in; torch's own closures given as
+    they are stay (a module's full backward hook is one). The handle given back does not hand out the dictionary
+    autograd keeps (a hook put straight into it would be unchecked)."""
+    if hooks is None:
+        hooks = collections.OrderedDict()
+    if not (_python_callable(hook) and _watched_callback(hook)):
+        hook = _refused_node_hook(hook, student_line(sys._getframe(1), provenance.submission()) or UNLINED)
+    handle = _NodeHookHandle(hooks)
+    hooks[handle.id] = hook
+    return hooks, handle
+
+
+_REGISTER_NODE_HOOK = staticmethod(_register_node_hook)
+
+
+def _node_hooks_registry() -> list[str]:
+    """What a request is charged with where autograd's registry of node hooks is not the grader's (it was, since
+    `guard_switches`, in the sandbox): the student's code replaced it. (One replaced and put back between two
+    looks is not seen: setting a class's attribute is not an audited event.)"""
+    if torch.autograd.function._HookMixin.__dict__["_register_hook"] is not _REGISTER_NODE_HOOK:
+        return []  # (not in a sandbox: nothing was put there)
+    if getattr(torch.autograd.Function, "_register_hook", None) is _register_node_hook:
+        return []
+    return ["replaced autograd's registry of node hooks (torch.autograd.Function._register_hook)"]
+#: Each node hook's dictionary by its handle's id (what `_NodeHookHandle.remove` removes it from).
+_NODE_HOOKS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+def _refused_node_hook(hook: Any, where: str) -> Any:
+    def refused(*args: Any) -> Any:
+        if _armed is not None:
+            _armed.mode.calls.setdefault(f"{PRIVATE}a hook that is not Python code of the student's "
+                                         f"({type(hook).__name__}), given to an autograd node", where)
+        return hook(*args)
+    return refused
+
+
+class _NodeHookHandle(torch.utils.hooks.RemovableHandle):
+    """A node hook's handle: removes the hook, without a reference to the dictionary it is kept in."""
+
+    def __init__(self, hooks: Any):
+        super().__init__(collections.OrderedDict())  # (a reference that is dead at once)
+        _NODE_HOOKS[self.id] = hooks
+
+    def remove(self) -> None:
+        hooks = _NODE_HOOKS.pop(self.id, None)
+        if hooks is not None:
+            hooks.pop(self.id, None)
 
 
 class _SavedTensorHooks:
@@ -483,17 +544,17 @@ def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
         if not _python_callable(hook):
             watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs no Python code ({type(hook).__name__}), "
                                         "given to saved_tensors_hooks", where)
-        elif not _saved_hook_watched(hook):
+        elif not _watched_callback(hook):
             watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs torch's own code with arguments of its own "
                                         f"({type(hook).__name__}), given to saved_tensors_hooks", where)
 
 
-def _saved_hook_watched(hook: Any) -> bool:
-    """Whether a saved-tensor hook (one that runs Python code first) is the student's code, which the profile
-    hook sees and watches as a callback, or one of torch's own closures given as it is (save_on_cpu's,
-    checkpoint's). Installed code otherwise (a module's function of torch's, a partial or bound method over
-    one, an object whose `__call__` is torch's: `torch.ops.aten.one_hot.default`) runs unwatched where autograd
-    calls it, with arguments the student chose."""
+def _watched_callback(hook: Any) -> bool:
+    """Whether a hook torch keeps (one that runs Python code first) is the student's code, which the profile hook
+    sees and watches as a callback, or one of torch's own closures given as it is (save_on_cpu's, checkpoint's, a
+    module's full backward hook). Installed code otherwise (a module's function of torch's, a partial or bound
+    method over one, an object whose `__call__` is torch's: `torch.ops.aten.one_hot.default`) runs unwatched where
+    autograd calls it, with arguments the student chose."""
     if type(hook) is types.FunctionType and provenance.installed(hook.__code__):
         return "<locals>" in hook.__qualname__
     value = hook
@@ -658,15 +719,17 @@ class DispatchWatch:
         self.mode.range = self.range
         self.mode.marked = 0
         charge_saved_tensor_hooks(self, UNLINED)  # (pushed before this request)
-        provenance.renamed_nodes.clear()  # (one renamed before: named as torch's, it is found where an engine runs)
+        provenance.renamed_nodes.clear()  # (a class renamed before: named as torch's, it is found where an engine runs)
         try:
             yield
         finally:
             set_multithreading(threaded)
             arrays.disarm()
             _armed = None
-            for name in provenance.renamed_nodes:  # (a rename while autograd's engine ran, after the look before it)
-                self.mode.calls.setdefault(_NAMED_AS_TORCHS.format(name), UNLINED)
+            # (a rename while autograd's engine ran, after the look before it; the registry of node hooks replaced)
+            for what in [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes] \
+                    + _node_hooks_registry():
+                self.mode.calls.setdefault(PRIVATE + what, UNLINED)
             self.mode.marker = None
             if os.getpid() != self.pid:  # a child forked by the probe leaves the profiler to its parent
                 pass
