@@ -229,8 +229,9 @@ _type_name = type.__dict__["__name__"].__get__  # (the name autograd records: no
 def _charge_nodes_named_as_torchs(mode: CallRecorder, caller: Any) -> None:
     """Before autograd's engine runs (a seen `backward` or `grad`): a refused entry for each custom Function's
     node class named as one of torch's own nodes (the watch tells torch's derivative formulas by that name; a
-    class of another target's left alive is found too), and for each such class renamed in this request
-    (provenance's audit hook; a rename while the engine runs is charged when the request ends)."""
+    class of another target's left alive is found too), for each such class renamed in this request
+    (provenance's audit hook; a rename while the engine runs is charged when the request ends), and for
+    autograd's registry of node hooks replaced."""
     found = [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes]
     found += _node_hooks_registry()
     todo, seen = [torch._C._FunctionBase], set()
@@ -494,11 +495,14 @@ def _node_hooks_registry() -> list[str]:
     if getattr(torch.autograd.Function, "_register_hook", None) is _register_node_hook:
         return []
     return ["replaced autograd's registry of node hooks (torch.autograd.Function._register_hook)"]
+
+
 #: Each node hook's dictionary by its handle's id (what `_NodeHookHandle.remove` removes it from).
 _NODE_HOOKS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
 
 def _refused_node_hook(hook: Any, where: str) -> Any:
+    """`hook`, made a refused entry (registered at `where`) of each request it runs in."""
     def refused(*args: Any) -> Any:
         if _armed is not None:
             _armed.mode.calls.setdefault(f"{PRIVATE}a hook that is not Python code of the student's "
@@ -949,8 +953,8 @@ class Findings:
             # or at the top of any other (autograd has no device thread of its own in a request: `armed`), one
             # the student started by threading, _thread, ctypes or C.
             # Such a run is the student's whole: no node evaluated there passes for a derivative formula of torch's
-            # (a custom Function's node may be named as one, and the mode's look at those names came before no such
-            # run). In a run the mode saw, torch's own node: its formula and the engine's steps are torch's.
+            # (a custom Function's node may be named as one; the names are looked at only before a run the mode
+            # saw). In a run the mode saw, torch's own node: its formula and the engine's steps are torch's.
             if evaluating or not seen:
                 self._add("backward")
                 self._add("grad")
@@ -969,7 +973,7 @@ class Findings:
 
     def _steps(self, event: Any, main: bool, accumulating: bool = False) -> None:
         """The children of the evaluation of torch's own node (or of AccumulateGrad's range): a node's range at the
-        backward scope (a name no student's range can take) is its derivative formula, torch's business; an
+        backward scope (a scope no range the student opens has) is its derivative formula, torch's business; an
         operator that is one of the engine's own steps where it stands is torch's; anything else ran in a hook,
         and is recorded."""
         phase, after_sum = 0, False
