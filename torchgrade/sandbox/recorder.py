@@ -232,16 +232,15 @@ def _charge_nodes_named_as_torchs(mode: CallRecorder, caller: Any) -> None:
     class of another target's left alive is found too), for each such class renamed in this request
     (provenance's audit hook; a rename while the engine runs is charged when the request ends), and for
     autograd's registry of node hooks replaced."""
-    found = [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes]
-    found += _node_hooks_registry()
-    todo, seen = [torch._C._FunctionBase], set()
+    found, todo, seen = _node_changes(), [torch._C._FunctionBase], set()
     while todo:
         for kind in type.__subclasses__(todo.pop()):
             if kind not in seen:
                 seen.add(kind)
                 todo.append(kind)
-                if _BUILTIN_NODE.search(_type_name(kind)):
-                    found.append(f"a custom Function's node named as one of torch's ({_type_name(kind)})")
+                name = _type_name(kind)
+                if _BUILTIN_NODE.search(name):
+                    found.append(f"a custom Function's node named as one of torch's ({name})")
     if found:
         where = student_line(caller, mode.submission) or UNLINED
         for what in found:
@@ -309,18 +308,24 @@ def _values_plain(values: Any, depth: int, budget: list[int]) -> bool:
 
 def _python_callable(value: Any) -> bool:
     """Whether calling `value` runs Python code first (a frame the profile hook sees)."""
+    return _first_function(value) is not None
+
+
+def _first_function(value: Any) -> types.FunctionType | None:
+    """The Python function that calling `value` runs first, through bound methods, partials and `__call__`
+    (None: what runs first is not Python code, a C builtin)."""
     for _ in range(_PLAIN_DEPTH):
         if type(value) is types.FunctionType:
-            return True
+            return value
         if type(value) is types.MethodType:
             value = value.__func__
         elif type(value) is functools.partial:
             value = value.func
         else:
-            value = type(value).__dict__.get("__call__") if "__call__" in type(value).__dict__ else None
+            value = type(value).__dict__.get("__call__")
             if value is None:
-                return False
-    return False
+                return None
+    return None
 
 
 def _callbacks(mode: CallRecorder, own: Any = None, recording: bool = False) -> Any:
@@ -476,7 +481,7 @@ def _register_node_hook(hooks: Any, hook: Any) -> tuple[Any, Any]:
     autograd keeps (a hook put straight into it would be unchecked)."""
     if hooks is None:
         hooks = collections.OrderedDict()
-    if not (_python_callable(hook) and _watched_callback(hook)):
+    if not _watched_callback(hook):
         hook = _refused_node_hook(hook, student_line(sys._getframe(1), provenance.submission()) or UNLINED)
     handle = _NodeHookHandle(hooks)
     hooks[handle.id] = hook
@@ -486,15 +491,16 @@ def _register_node_hook(hooks: Any, hook: Any) -> tuple[Any, Any]:
 _REGISTER_NODE_HOOK = staticmethod(_register_node_hook)
 
 
-def _node_hooks_registry() -> list[str]:
-    """What a request is charged with where autograd's registry of node hooks is not the grader's (it was, since
-    `guard_switches`, in the sandbox): the student's code replaced it. (One replaced and put back between two
-    looks is not seen: setting a class's attribute is not an audited event.)"""
-    if torch.autograd.function._HookMixin.__dict__["_register_hook"] is not _REGISTER_NODE_HOOK:
-        return []  # (not in a sandbox: nothing was put there)
-    if getattr(torch.autograd.Function, "_register_hook", None) is _register_node_hook:
-        return []
-    return ["replaced autograd's registry of node hooks (torch.autograd.Function._register_hook)"]
+def _node_changes() -> list[str]:
+    """What the student's code changed of autograd's nodes: a custom Function's node class renamed in this request
+    (provenance's audit hook), and autograd's registry of node hooks replaced (it is the grader's in the sandbox,
+    since `guard_switches`). (A registry replaced and put back between two looks is not seen: setting a class's
+    attribute is not an audited event.)"""
+    found = [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes]
+    if torch.autograd.function._HookMixin.__dict__["_register_hook"] is _REGISTER_NODE_HOOK \
+            and getattr(torch.autograd.Function, "_register_hook", None) is not _register_node_hook:
+        found.append("replaced autograd's registry of node hooks (torch.autograd.Function._register_hook)")
+    return found
 
 
 #: Each node hook's dictionary by its handle's id (what `_NodeHookHandle.remove` removes it from).
@@ -554,24 +560,15 @@ def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
 
 
 def _watched_callback(hook: Any) -> bool:
-    """Whether a hook torch keeps (one that runs Python code first) is the student's code, which the profile hook
-    sees and watches as a callback, or one of torch's own closures given as it is (save_on_cpu's, checkpoint's, a
-    module's full backward hook). Installed code otherwise (a module's function of torch's, a partial or bound
-    method over one, an object whose `__call__` is torch's: `torch.ops.aten.one_hot.default`) runs unwatched where
-    autograd calls it, with arguments the student chose."""
-    if type(hook) is types.FunctionType and provenance.installed(hook.__code__):
-        return "<locals>" in hook.__qualname__
-    value = hook
-    for _ in range(_PLAIN_DEPTH):
-        if type(value) is types.FunctionType:
-            return not provenance.installed(value.__code__)
-        if type(value) is types.MethodType:
-            value = value.__func__
-        elif type(value) is functools.partial:
-            value = value.func
-        else:
-            value = type(value).__dict__.get("__call__")
-    return False
+    """Whether a hook torch keeps runs the student's Python code first, which the profile hook sees and watches
+    as a callback, or is one of torch's own closures given as it is (save_on_cpu's, checkpoint's, a module's full
+    backward hook). Installed code otherwise (a module's function of torch's, a partial or bound method over one,
+    an object whose `__call__` is torch's: `torch.ops.aten.one_hot.default`) runs unwatched where autograd calls
+    it, with arguments the student chose; and a hook that runs no Python code first is not watched either."""
+    function = _first_function(hook)
+    if function is None or not provenance.installed(function.__code__):
+        return function is not None
+    return function is hook and "<locals>" in hook.__qualname__
 
 
 class _Refused:
@@ -731,8 +728,7 @@ class DispatchWatch:
             arrays.disarm()
             _armed = None
             # (a rename while autograd's engine ran, after the look before it; the registry of node hooks replaced)
-            for what in [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes] \
-                    + _node_hooks_registry():
+            for what in _node_changes():
                 self.mode.calls.setdefault(PRIVATE + what, UNLINED)
             self.mode.marker = None
             if os.getpid() != self.pid:  # a child forked by the probe leaves the profiler to its parent
