@@ -228,7 +228,8 @@ EVERY_LEVEL = ("hidden_calls_conv", "hidden_calls_tensors", "autograd_in_backwar
                "fork_bomb_spills", "fill_after_watch", "redispatch", "other_overloads", "other_overloads_conv",
                "private_aliases", "private_aliases_tensors", "numpy_does_it", "numpy_through_a_copy",
                "builtin_target", "compiled_elsewhere", "inside_a_seen_call", "forged_set_aside", "clear_callbacks",
-               *"lost_verdict frameless_callbacks thread_autograd saved_tensor_hooks hook_attributes".split())
+               *"lost_verdict frameless_callbacks thread_autograd saved_tensor_hooks hook_attributes".split(),
+               "node_hook_registry", "installed_state", "saved_tensor_hooks_torch_closure")
 
 
 #: Attacks whose point is another module (what one module leaves behind): graded with every untouched target.
@@ -560,7 +561,8 @@ def test_a_hostile_notebook_costs_its_own_module_only_and_the_trusted_process_li
 #: Round five (issue 47): the attacks on an excuse the watch made, also graded at `bwrap` with the profiler
 #: as the watch (a grader without a compiler has it; elsewhere at `bwrap` the compiled observer watches).
 ROUND_FIVE = ("lost_verdict", "frameless_callbacks", "thread_autograd", "saved_tensor_hooks",
-              "saved_tensor_hooks_torch_python", "node_prehook", "hook_attributes", "named_as_torchs_node")
+              "saved_tensor_hooks_torch_python", "node_prehook", "hook_attributes", "named_as_torchs_node",
+              "node_hook_registry", "installed_state")
 
 
 def test_round_five_holds_at_bwrap_with_the_profiler_as_the_watch(fast, arena, tmp_path, monkeypatch):

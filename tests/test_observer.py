@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import make_submission, points_by_target
 
-from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED
+from torchgrade.sandbox.forbidden import CHANGED, DISPATCHER, PRIVATE, TAMPERED
 from torchgrade.engine.grading import grade_submission
 from torchgrade.engine import plugin
 from torchgrade.sandbox import host, observer, provenance, recorder
@@ -104,15 +104,21 @@ STUDENT = """
         z.sum().backward()
         return out
 
-    def saved_hooks(x, hostile):  # torch's own saved-tensor hooks; and one that binds its own arguments to torch's
-        import functools
+    def saved_hooks(x, how):  # torch's own saved-tensor hooks; one binding its own arguments to torch's; torch's
+        import functools  # own with a captured variable set to something else
+        import types
         from torch.utils.checkpoint import checkpoint
         w = x.detach().requires_grad_()
         with torch.autograd.graph.save_on_cpu():
             y = (w * w).sum()
         y = y + checkpoint(torch.sin, w, use_reentrant=False).sum()
-        if hostile:
+        if how == "bound":
             with torch.autograd.graph.saved_tensors_hooks(functools.partial(torch.ops.aten.neg.default), lambda t: t):
+                y = y + (w * w).sum()
+        elif how == "cells":
+            hooks = torch.autograd.graph.save_on_cpu(pin_memory=True, device_type="cpu")
+            hooks.pack_hook.__closure__[0].cell_contents = types.SimpleNamespace(is_available=functools.partial(bool))
+            with hooks:
                 y = y + (w * w).sum()
         y.backward()
 
@@ -294,11 +300,11 @@ def test_a_saved_tensor_hook_binding_arguments_to_torchs_code_is_refused_and_tor
     student, x = _student(tmp_path), torch.arange(3.0)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
     request = Requests(watch, engine)
-    honest = request(lambda: student.saved_hooks(x, hostile=False))
-    hostile = request(lambda: student.saved_hooks(x, hostile=True))
+    honest, bound, cells = (request(lambda: student.saved_hooks(x, how)) for how in ("honest", "bound", "cells"))
     request.read()
-    assert not [name for name in honest if name.startswith(PRIVATE)], honest
-    assert [name for name in hostile if name.startswith(PRIVATE) and "torch's own code" in name], hostile
+    assert not [name for name in honest if name.startswith((PRIVATE, CHANGED))], honest
+    assert [name for name in bound if name.startswith(PRIVATE) and "torch's own code" in name], bound
+    assert [name for name in cells if name.startswith(CHANGED) and "pack_to_cpu's captured variables" in name], cells
 
 
 def test_a_custom_functions_node_named_as_torchs_own_before_or_while_the_engine_runs_is_refused(tmp_path, engine):
@@ -323,24 +329,39 @@ def test_a_custom_functions_node_named_as_torchs_own_before_or_while_the_engine_
 def test_a_hook_given_to_an_autograd_node_that_is_not_the_students_python_is_refused_when_it_runs(tmp_path, engine,
                                                                                                    monkeypatch):
     provenance.watch(str(tmp_path) + os.sep, [])  # (the sandbox's audit hook: once per process)
-    # (as the sandbox's guard_switches does)
-    monkeypatch.setattr(torch.autograd.function._HookMixin, "_register_hook", recorder._REGISTER_NODE_HOOK)
+    # (as the sandbox's guard_switches does, but for the class's immutability: tested below, the test takes it away)
+    monkeypatch.setattr(torch.autograd.Function, "_register_hook", recorder._REGISTER_NODE_HOOK)
+    monkeypatch.setattr(recorder, "_registry_set", True)
     student, x = _student(tmp_path), torch.arange(3.0)
     watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
     request = Requests(watch, engine)
     ran = {}
-    try:
-        found = {how: request(lambda: ran.setdefault(how, student.node_hooks(x, how)))
-                 for how in ("students", "torchs", "builtin", "removed", "replaced")}
-        request.read()
-    finally:
-        if "_register_hook" in torch.autograd.Function.__dict__:
-            del torch.autograd.Function._register_hook
+    found = {how: request(lambda: ran.setdefault(how, student.node_hooks(x, how)))
+             for how in ("students", "torchs", "builtin", "removed", "replaced")}
+    request.read()
     refused = {how: [name for name in calls if name.startswith(PRIVATE)] for how, calls in found.items()}
     assert ran["students"] == [2, 1] and ran["torchs"] == [3], ran
     assert refused["students"] == refused["torchs"] == refused["removed"] == [], refused
     assert any("given to an autograd node" in name for name in refused["builtin"]), refused
     assert any("registry of node hooks" in name for name in refused["replaced"]), refused
+
+
+def test_a_class_made_immutable_refuses_every_change_of_what_its_attributes_resolve_to():
+    """Autograd's C++ looks `torch.autograd.Function._register_hook` up at each node hook's registration: the sandbox
+    sets it and makes the class and its metaclass immutable, since a registry set and taken away between two of the
+    watch's looks is not seen (tests/hostile/node_hook_registry.py). Here on classes of the test's own."""
+    meta = type("Meta", (type,), {})
+    base = type("Base", (), {"hook": "mixin's"})
+    kind = meta("Kind", (base,), {"hook": "grader's"})
+    assert all(recorder._make_immutable(k) for k in (kind, meta))
+    changes = [lambda: setattr(kind, "hook", 1), lambda: type.__setattr__(kind, "hook", 1),
+               lambda: delattr(kind, "hook"), lambda: setattr(meta, "hook", property(lambda k: 1)),
+               lambda: setattr(kind, "__class__", type("Other", (meta,), {})), lambda: setattr(kind, "__bases__", (object,))]
+    for change in changes:
+        with pytest.raises(TypeError, match="immutable"):
+            change()
+    base.hook = "replaced"  # (a base's attribute may change: the class's own wins)
+    assert kind.hook == "grader's" and meta("Sub", (kind,), {}).hook == "grader's"
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

@@ -34,6 +34,10 @@ class ForbiddenCall:
             return (f"forbidden call: {target} may not hand its tensors to numpy or another array library, nor take "
                     f"arrays from one, where calls are forbidden (here `{self.name}`: what they compute cannot be "
                     f"watched), found at {self.where}")
+        if self.pattern == CHANGED:
+            return (f"forbidden call: {target} may not change the code or state of torch or another installed library, "
+                    f"where calls are forbidden (here `{self.name}`: torch's own code reads it where its work is not "
+                    f"watched), found at {self.where}")
         if self.pattern == ARRAYS:
             return (f"forbidden call: {target} may not use numpy or another array library, where calls are forbidden "
                     f"(here `{self.name}`: what it computes cannot be watched), found at {self.where}")
@@ -74,6 +78,9 @@ PRIVATE = "<private> "
 BRIDGE = "<bridge> "
 #: ... and numpy or another array library used by the student's code (torchgrade.sandbox.arrays).
 ARRAYS = "<array library> "
+#: ... and a change to installed code's state (a global of torch's, an attribute of one of its classes) that torch's
+#: own code reads while it runs for a call the recorder saw (torchgrade.sandbox.installed_state).
+CHANGED = "<changed> "
 
 
 def _operation(name: str) -> tuple[str, str]:
@@ -121,8 +128,8 @@ def runtime_violations(calls: dict[str, str], patterns: tuple[str, ...]) -> list
     for name, where in calls.items():
         if not where or not isinstance(where, str) or name == TAMPERED:
             continue  # not a call's record
-        if patterns and name.startswith((PRIVATE, BRIDGE, ARRAYS)):
-            kind = next(k for k in (PRIVATE, BRIDGE, ARRAYS) if name.startswith(k))
+        if patterns and name.startswith((PRIVATE, BRIDGE, ARRAYS, CHANGED)):
+            kind = next(k for k in (PRIVATE, BRIDGE, ARRAYS, CHANGED) if name.startswith(k))
             file, _, line = where.rpartition(":")
             shown = f"{file} line {line} (seen while it ran)" if file else "run time, while it ran" if where == UNLINED \
                 else where  # (a thread: no line of the student's)

@@ -37,12 +37,19 @@ def installed(code: Any) -> bool:
     entry = _known.get(id(code))
     if entry is not None and entry[0] is code:
         return entry[1]
+    verdict = installed_file(code.co_filename)
+    _known[id(code)] = (code, verdict)
+    return verdict
+
+
+def installed_file(name: str) -> bool:
+    """Whether the file `name` is installed code, all of it (not the submission's, nothing made under its name)."""
+    if _files.get(name):
+        return True
     if not _roots:
         _set_roots(())
-    name = code.co_filename
     verdict = (name.startswith(_roots) or name.startswith("<frozen ")) and not name.startswith(_submission) \
         and name not in _foreign
-    _known[id(code)] = (code, verdict)
     if verdict:
         _files[name] = True
     return verdict

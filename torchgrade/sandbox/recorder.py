@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import collections
 import contextlib
+import ctypes
 import functools
 import os
 import re
@@ -49,8 +50,8 @@ from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 from torch.overrides import TorchFunctionMode
 
 # The `where` of a call seen only at the dispatcher; the name a switched-off recorder is reported under.
-from torchgrade.sandbox.forbidden import DISPATCHER, PRIVATE, TAMPERED, UNLINED
-from torchgrade.sandbox import arrays, observer, provenance
+from torchgrade.sandbox.forbidden import CHANGED, DISPATCHER, PRIVATE, TAMPERED, UNLINED
+from torchgrade.sandbox import arrays, installed_state, observer, provenance
 from torchgrade.sandbox.entries import CONVERTERS, entries
 # torch's own operator namespaces, and the profiler's switches as torch made them (originals.py)
 from torchgrade.sandbox.originals import (BUILTIN as _BUILTIN, MULTITHREADING as _MULTITHREADING, REAL as _REAL,
@@ -129,6 +130,9 @@ class CallRecorder(TorchFunctionMode):
         if previous is not None:
             sys.setprofile(None)
         self._charge(func, args, sys._getframe(1))
+        if self.marker is not None and _armed is not None and _SAVED_TENSOR_HOOKS(True) is not None:
+            # (autograd calls a saved-tensor hook while the operator runs: what it holds now is what will run)
+            charge_saved_tensor_hooks(_armed, student_line(sys._getframe(1), self.submission) or UNLINED)
         # Torch may call back into an argument that is not plain data (an `__index__`, `__len__`, `__iter__`
         # of the student's type, a hook) without any Python frame (a callable built of C builtins): no profile
         # hook sees it, so such a call is recorded at the dispatcher whole: what it runs is charged by name.
@@ -144,15 +148,36 @@ class CallRecorder(TorchFunctionMode):
                 # replaces every module attribute holding a switch, this module's too)
                 _REAL["_enable_record_function"](False)
                 try:
-                    return func(*args, **(kwargs or {}))
+                    if type(getattr(func, "__func__", func)) is not _PYTHON_FUNCTION:  # (`types` is an argument)
+                        return func(*args, **(kwargs or {}))
+                    return self._torchs_python(func, args, kwargs, sys._getframe(1))
                 finally:
                     _REAL["_enable_record_function"](True)
             self.marked += 1
             _charge_nodes_named_as_torchs(self, sys._getframe(1))
             with self.range(self.marker):
-                return func(*args, **(kwargs or {}))
+                return self._torchs_python(func, args, kwargs, sys._getframe(1))
         finally:
             _set_profile(previous)
+
+    def _torchs_python(self, func: Any, args: tuple, kwargs: dict | None, caller: Any) -> Any:
+        """Run a seen call whose work is torch's Python code (a function of torch's; autograd's `backward`):
+        what that code reads of installed code's state is torch's only as torch left it (installed_state).
+        Before, a value the student's code set there is a refused entry; after, so is one set there, or set and
+        put back, while it ran (by a callback of the student's, a thread). (A call of torch's C++ alone runs no
+        Python code to read it.)"""
+        self._charge_changes(installed_state.changes(False), caller)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self._charge_changes(installed_state.changes(True), caller)
+
+    def _charge_changes(self, changes: list[str], caller: Any) -> None:
+        """A refused entry for each change of installed code's state that is not its own (installed_state)."""
+        if changes:
+            where = student_line(caller, self.submission) or UNLINED
+            for what in changes:
+                self.calls.setdefault(CHANGED + what, where)
 
     def _charge(self, func: Any, args: tuple, caller: Any) -> None:
         """Record a call seen in a window: everything there is the target's, whoever's frame is on the stack,
@@ -442,6 +467,7 @@ class _Guard:
         return self.real(*args, **kwargs)
 
 
+_PYTHON_FUNCTION = types.FunctionType
 _armed: DispatchWatch | None = None
 #: The watch whose profiler session is kept open between requests (`DispatchWatch.armed` with a token).
 _kept: DispatchWatch | None = None
@@ -466,9 +492,31 @@ def guard_switches() -> None:
     for name in ("_push_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks"):
         if not isinstance(getattr(torch._C._autograd, name), _SavedTensorHooks):
             setattr(torch._C._autograd, name, _SavedTensorHooks(getattr(torch._C._autograd, name)))
-    registry = torch.autograd.function._HookMixin
-    if registry.__dict__["_register_hook"] is not _REGISTER_NODE_HOOK:
-        registry._register_hook = _REGISTER_NODE_HOOK
+    global _registry_set
+    function = torch.autograd.Function  # (autograd's C++ looks its registry of node hooks up here)
+    if function.__dict__.get("_register_hook") is not _REGISTER_NODE_HOOK:
+        type.__setattr__(function, "_register_hook", _REGISTER_NODE_HOOK)
+        _registry_set = True
+        # Neither the class nor its metaclass (whose data descriptor would win) can then be changed or replaced:
+        # a registry set and taken away between two looks would not be seen (a class's attribute is not audited).
+        for kind in (function, type(function)):
+            _make_immutable(kind)
+
+
+#: Where CPython keeps a type's flags (PyTypeObject: the object's head, 3 words, then 18 slots), and the flag that
+#: makes a type's attributes read-only (Py_TPFLAGS_IMMUTABLETYPE, which Python code cannot set).
+_TP_FLAGS_AT = 21 * ctypes.sizeof(ctypes.c_void_p)
+_IMMUTABLE = 1 << 8
+
+
+def _make_immutable(kind: type) -> bool:
+    """Make a class's attributes and `__class__` read-only, as CPython's own built-in types are (a build whose type
+    layout differs keeps it as it is: `_node_changes` still sees a registry left replaced)."""
+    flags = ctypes.c_ulong.from_address(id(kind) + _TP_FLAGS_AT)
+    if sys.implementation.name != "cpython" or flags.value != kind.__flags__:
+        return False
+    flags.value |= _IMMUTABLE
+    return True
 
 
 def _register_node_hook(hooks: Any, hook: Any) -> tuple[Any, Any]:
@@ -491,14 +539,17 @@ def _register_node_hook(hooks: Any, hook: Any) -> tuple[Any, Any]:
 _REGISTER_NODE_HOOK = staticmethod(_register_node_hook)
 
 
+#: Whether autograd's registry of node hooks is the grader's (`guard_switches`: in a sandbox process).
+_registry_set = False
+
+
 def _node_changes() -> list[str]:
     """What the student's code changed of autograd's nodes: a custom Function's node class renamed in this request
-    (provenance's audit hook), and autograd's registry of node hooks replaced (it is the grader's in the sandbox,
-    since `guard_switches`). (A registry replaced and put back between two looks is not seen: setting a class's
-    attribute is not an audited event.)"""
+    (provenance's audit hook), and autograd's registry of node hooks replaced (where `_make_immutable` could not
+    make that impossible; replaced and put back between two looks, it would not be seen: setting a class's
+    attribute is not an audited event)."""
     found = [f"a custom Function's node class renamed ({name})" for name in provenance.renamed_nodes]
-    if torch.autograd.function._HookMixin.__dict__["_register_hook"] is _REGISTER_NODE_HOOK \
-            and getattr(torch.autograd.Function, "_register_hook", None) is not _register_node_hook:
+    if _registry_set and getattr(torch.autograd.Function, "_register_hook", None) is not _register_node_hook:
         found.append("replaced autograd's registry of node hooks (torch.autograd.Function._register_hook)")
     return found
 
@@ -548,8 +599,9 @@ class _SavedTensorHooks:
 
 
 def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
-    """Record a refused entry for each saved-tensor hook in force that runs no Python code, or that binds
-    arguments of its own to torch's code (run unwatched inside an operator's work)."""
+    """Record a refused entry for each saved-tensor hook in force that runs no Python code, that binds arguments
+    of its own to torch's code, or that is a closure of torch's holding what torch's code would not put there
+    (each runs unwatched inside an operator's work)."""
     for hook in _SAVED_TENSOR_HOOKS(True) or ():
         if not _python_callable(hook):
             watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs no Python code ({type(hook).__name__}), "
@@ -557,6 +609,21 @@ def charge_saved_tensor_hooks(watch: DispatchWatch, where: str) -> None:
         elif not _watched_callback(hook):
             watch.mode.calls.setdefault(f"{PRIVATE}a callback that runs torch's own code with arguments of its own "
                                         f"({type(hook).__name__}), given to saved_tensors_hooks", where)
+        elif type(hook) is types.FunctionType and not _as_torch_left_it(hook):
+            watch.mode.calls.setdefault(f"{CHANGED}{hook.__qualname__}'s captured variables, given to "
+                                        "saved_tensors_hooks", where)
+
+
+def _as_torch_left_it(closure: types.FunctionType) -> bool:
+    """Whether a function's code, defaults and captured variables are what installed code would have put there
+    (their values can be set from Python: `__closure__[i].cell_contents`, `__defaults__`, `__code__`)."""
+    if not provenance.installed(closure.__code__):
+        return False
+    values = [closure.__defaults__, closure.__kwdefaults__]
+    for cell in closure.__closure__ or ():
+        with contextlib.suppress(ValueError):  # (a variable not yet bound)
+            values.append(cell.cell_contents)
+    return all(map(installed_state.installed_own, values))
 
 
 def _watched_callback(hook: Any) -> bool:

@@ -99,6 +99,7 @@ def prepare(probes: str | None, later: bool = True, observer: str | None = None)
         from torchgrade.sandbox.entries import entries
         from torchgrade.sandbox.arrays import watch_numpy_allocator, watch_numpy_arrays, watch_threads
         from torchgrade.sandbox.recorder import guard_kernel_entries, guard_switches
+        from torchgrade.sandbox import installed_state
 
         try:
             load_course(probes)
@@ -116,4 +117,5 @@ def prepare(probes: str | None, later: bool = True, observer: str | None = None)
         watch_numpy_allocator()
         watch_numpy_arrays()
         watch_threads()
+        installed_state.take()  # (last: what the warm-up set is installed code's own)
     return None

@@ -29,7 +29,7 @@ except ImportError:  # Windows: no rlimits; the portable backend's host enforces
 
 from torchgrade.sandbox import wire
 from torchgrade.sandbox.inbox import output_file
-from torchgrade.sandbox import provenance, standin
+from torchgrade.sandbox import installed_state, provenance, standin
 from torchgrade.sandbox.probes import _HARNESS_DIRS, Target, run_probe
 from torchgrade.sandbox.linetrace import LineTrace
 from torchgrade.sandbox.recorder import CallRecorder, DispatchWatch
@@ -79,6 +79,7 @@ class Session:
         spec = importlib.util.spec_from_file_location(self.exercise, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[self.exercise] = module
+        installed_state.settle()  # (what the sandbox changed since the warm-up is not the student's)
         try:
             spec.loader.exec_module(module)
         except BaseException as e:  # SyntaxError, ImportError, SystemExit: each costs only this file
