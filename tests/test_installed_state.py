@@ -1,6 +1,7 @@
 """What the student's code changed of installed code's state (torchgrade.sandbox.installed_state): the globals and
 class attributes that torch's own Python code reads while it runs for a call the watch excuses as torch's."""
 
+import contextlib
 import functools
 import os
 import sys
@@ -21,9 +22,11 @@ def kept(monkeypatch):
     module.limit = 3
     module.Kind = type("Kind", (), {"__module__": "fake_installed", "size": 1})
     monkeypatch.setitem(sys.modules, "fake_installed", module)
-    for name in ("_kept", "_clean"):
-        monkeypatch.setattr(installed_state, name, [])
-    monkeypatch.setattr(installed_state, "_read", None)
+    module.managed = contextlib.contextmanager(lambda: iter([None]))  # (a closure of installed code's)
+    for name, empty in (("_kept", []), ("_clean", []), ("_spaces", set()), ("_PACKAGES", set()), ("_read", None),
+                        ("_cells", []), ("_clean_cells", []), ("_read_cells", None), ("_functions", set())):
+        monkeypatch.setattr(installed_state, name, empty)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # (the keeper of later imports goes with it)
     installed_state.take()
     assert installed_state.changes(True) == []
     return module
@@ -81,3 +84,54 @@ def test_what_changed_before_the_students_code_is_settled(kept):
     kept.limit = functools.partial(torch.relu)  # (as the sandbox sets its own streams)
     installed_state.settle()
     assert installed_state.changes(True) == []
+
+
+def test_an_installed_module_imported_later_is_kept_as_its_import_left_it(kept, tmp_path, monkeypatch):
+    """torch imports some modules only when they are first used: one imported after `take` is kept as soon as its
+    code has run; a module put into sys.modules under an installed package's name, not imported, is named."""
+    import importlib
+    folder = tmp_path / "site"
+    (folder / "fake_pkg").mkdir(parents=True)
+    (folder / "fake_pkg" / "__init__.py").write_text("")
+    (folder / "fake_pkg" / "lazy.py").write_text("import torch\nrelu = torch.relu\n")
+    monkeypatch.setattr(installed_state.provenance, "installed_file", lambda name: name.startswith(str(folder)))
+    monkeypatch.syspath_prepend(str(folder))
+    lazy = importlib.import_module("fake_pkg.lazy")
+    assert installed_state.changes(True) == []  # (sys.modules holds what was imported: kept)
+    lazy.relu = functools.partial(torch.relu)
+    assert installed_state.changes(False) == ["fake_pkg.lazy.relu"]
+    lazy.relu = torch.relu
+    fake = types.ModuleType("torch.fake")
+    monkeypatch.setitem(sys.modules, "torch.fake", fake)
+    assert installed_state.changes(False) == ["sys.modules.torch.fake"]
+
+
+def test_an_installed_functions_code_or_defaults_set_at_run_time_is_named_while_changed_and_once_put_back(kept,
+                                                                                                        tmp_path,
+                                                                                                        monkeypatch):
+    """Setting a function's `__code__` or `__defaults__` leaves every dictionary as it was (the function is the
+    same object): provenance's audit hook sees it (an audited event)."""
+    import textwrap
+    from torchgrade.sandbox import provenance
+    provenance.watch(str(tmp_path) + os.sep, [])  # (the sandbox's audit hook: once per process)
+    monkeypatch.setattr(installed_state, "_retargeted", {})
+    monkeypatch.setattr(provenance, "retargeted", [])
+    before = textwrap.indent.__defaults__
+    try:
+        textwrap.indent.__defaults__ = (functools.partial(bool),)
+        assert installed_state.changes(False) == ["textwrap.indent.__defaults__"]
+        assert installed_state.changes(False) == ["textwrap.indent.__defaults__"]  # (while it stays)
+    finally:
+        textwrap.indent.__defaults__ = before
+    assert installed_state.changes(True) == ["textwrap.indent.__defaults__ (set and put back)"]
+    assert installed_state.changes(True) == []
+
+
+def test_a_variable_an_installed_closure_captured_set_to_what_installed_code_would_not_is_named(kept):
+    """A decorator's wrapper calls what it captured: the dictionaries hold the same wrapper (tests/hostile has no
+    target reached this way in this course; torch's boolean dispatchers and wrappers are of this kind)."""
+    cell = kept.managed.__closure__[0]
+    cell.cell_contents = functools.partial(iter, [None])
+    assert installed_state.changes(False) == ["contextlib.helper's captured func"]
+    cell.cell_contents = lambda: iter([None])  # (a Python function: what it runs is watched)
+    assert installed_state.changes(False) == []

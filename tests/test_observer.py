@@ -51,6 +51,15 @@ STUDENT = """
     import threading
     import torch
 
+    def put_back(module):  # a callback that changes installed state and puts it back while torch's code runs
+        import functools
+
+        def predicate(line):
+            module.limit = functools.partial(len)
+            module.limit = 3
+            return True
+        return predicate
+
     def hidden(x, name):  # an operator the mode does not see
         with torch._C.DisableTorchFunction():
             return getattr(x, name)(-1) if name == "view" else getattr(torch, name)(x)
@@ -362,6 +371,34 @@ def test_a_class_made_immutable_refuses_every_change_of_what_its_attributes_reso
             change()
     base.hook = "replaced"  # (a base's attribute may change: the class's own wins)
     assert kind.hook == "grader's" and meta("Sub", (kind,), {}).hook == "grader's"
+
+
+def test_installed_state_changed_and_put_back_by_a_callback_while_torchs_python_code_runs_is_charged(tmp_path, engine,
+                                                                                                     monkeypatch):
+    """Torch's Python code for a seen call may call back into the student's (a function given as an argument): what
+    the callback sets and puts back of installed state was there while torch's code ran (installed_state's look
+    after the call, made where a callback ran). Here torch's code is textwrap.indent, calling its predicate."""
+    import sys
+    import sysconfig
+    import types
+    from torchgrade.sandbox import installed_state
+    module = types.ModuleType("fake_installed")
+    module.__file__ = os.path.join(sysconfig.get_paths()["purelib"], "fake_installed.py")
+    module.limit = 3
+    monkeypatch.setitem(sys.modules, "fake_installed", module)
+    for name, empty in (("_kept", []), ("_clean", []), ("_spaces", set()), ("_PACKAGES", set()), ("_read", None),
+                        ("_cells", []), ("_clean_cells", []), ("_read_cells", None), ("_functions", set())):
+        monkeypatch.setattr(installed_state, name, empty)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    installed_state.take()
+    student = _student(tmp_path)
+    watch = DispatchWatch(CallRecorder(str(tmp_path) + os.sep))
+    request = Requests(watch, engine)
+    found = {how: request(lambda: watch.mode.__torch_function__(textwrap.indent, (), ("a\n", " ", predicate)))
+             for how, predicate in (("honest", lambda line: True), ("put back", student.put_back(module)))}
+    request.read()
+    changed = {how: [name for name in calls if name.startswith(CHANGED)] for how, calls in found.items()}
+    assert changed == {"honest": [], "put back": [f"{CHANGED}fake_installed (a value set and put back)"]}, changed
 
 
 def test_a_request_that_crashes_mid_way_leaves_the_next_one_clean(tmp_path, engine):

@@ -18,6 +18,7 @@ still changed at a look is seen.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import gc
@@ -31,6 +32,7 @@ from torchgrade.sandbox import provenance
 
 #: PyDictObject: the object's head (2 words), ma_used, then ma_version_tag (CPython 3.6 to 3.13).
 _VERSION_AT = 3 * ctypes.sizeof(ctypes.c_void_p)
+_CELL_AT = 2 * ctypes.sizeof(ctypes.c_void_p)
 _HEAP = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (not one of CPython's own, which no code changes)
 _GONE = object()
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
@@ -42,9 +44,18 @@ _attributes = type.__dict__["__dict__"].__get__
 _NOT_KEPT = frozenset({"__main__", "sys"})
 #: What `take` kept: (name, dictionary, its values as last found clean), one of each dictionary.
 _kept: list[tuple[str, dict, dict]] = []
+_spaces: set[int] = set()
+_functions: set[Any] = set()
+_readable = False
 #: Reads every one's version at once (None where this Python keeps none); each version when last found clean.
 _read: Callable[[], tuple] | None = None
 _clean: list[int] = []
+#: The variables that installed functions kept in module globals and classes captured (a decorator's wrapped
+#: function, a dispatcher's two choices): (function's name, variable's name, cell, its value as last found clean);
+#: with a reader of where each cell points (a cell keeps no version: set and put back, it is not seen).
+_cells: list[tuple[str, str, Any, Any]] = []
+_read_cells: Callable[[], tuple] | None = None
+_clean_cells: list[int] = []
 
 
 def _versions_readable() -> bool:
@@ -60,26 +71,71 @@ def _versions_readable() -> bool:
     return 0 != before != changed != version.value
 
 
+#: The top-level names of the installed packages kept (`take`): a module under one of them is theirs.
+_PACKAGES: set[str] = set()
+
+
 def take() -> None:
-    """Keep every installed module's globals and its classes' attributes (before any student code runs)."""
-    seen: set[int] = set()
+    """Keep every installed module's globals and its classes' attributes, and `sys.modules` itself (torch imports
+    inside its functions), before any student code runs; and each installed module imported later, as its import
+    leaves it (`_Keeper`, first on `sys.meta_path`)."""
+    global _readable
+    _readable = _versions_readable()
+    _keep("sys.modules", sys.modules)
     for name, module in list(sys.modules.items()):
-        if module is None or name in _NOT_KEPT or name.split(".")[0] == "torchgrade":
-            continue
-        try:
-            space = vars(module)
-        except TypeError:
-            continue
-        _keep(name, space, seen)
-        for value in list(space.values()):
-            if issubclass(type(value), type) and _module_of(value) == name and _flags(value) & _HEAP:
-                for attributes in gc.get_referents(_attributes(value)):  # (the dictionary behind the proxy)
-                    if type(attributes) is dict:
-                        _keep(f"{name}.{value.__qualname__}", attributes, seen)
-    global _read
-    if _versions_readable() and len(_kept) > 1:
+        _keep_module(name, module)
+    _read_again()
+    if _KEEPER not in sys.meta_path:
+        sys.meta_path.insert(0, _KEEPER)
+
+
+def _keep_module(name: str, module: Any) -> None:
+    if module is None or name in _NOT_KEPT or name.split(".")[0] == "torchgrade":
+        return
+    try:
+        space = vars(module)
+    except TypeError:
+        return
+    _keep(name, space)
+    _PACKAGES.add(name.split(".")[0])
+    for value in list(space.values()):
+        if issubclass(type(value), type) and _module_of(value) == name and _flags(value) & _HEAP:
+            for attributes in gc.get_referents(_attributes(value)):  # (the dictionary behind the proxy)
+                if type(attributes) is dict:
+                    _keep(f"{name}.{value.__qualname__}", attributes)
+                    for member in list(attributes.values()):
+                        _keep_cells(getattr(member, "__func__", member))
+        else:
+            _keep_cells(value)
+
+
+def _keep_cells(function: Any) -> None:
+    if type(function) is types.FunctionType and function.__closure__ and function not in _functions \
+            and provenance.installed(function.__code__):
+        _functions.add(function)
+        name = f"{function.__globals__.get('__name__')}.{function.__code__.co_name}"  # (not a wrapped one's name)
+        for variable, cell in zip(function.__code__.co_freevars, function.__closure__):
+            try:
+                _cells.append((name, variable, cell, cell.cell_contents))
+            except ValueError:  # (not bound yet)
+                _cells.append((name, variable, cell, _GONE))
+
+
+def _keep(name: str, space: dict) -> None:
+    if id(space) not in _spaces:
+        _spaces.add(id(space))
+        _kept.append((name, space, dict(space)))
+
+
+def _read_again() -> None:
+    """(Re)make the reader of every kept dictionary's version, each as it is now taken to be clean."""
+    global _read, _read_cells
+    if _readable and len(_kept) > 1:
         _read = _reader([id(space) + _VERSION_AT for _, space, _ in _kept])
         _clean[:] = _read()
+    if _readable and len(_cells) > 1:  # (PyCellObject: the object's head, 2 words, then what it holds)
+        _read_cells = _reader([id(cell) + _CELL_AT for _, _, cell, _ in _cells])
+        _clean_cells[:] = [id(value) if value is not _GONE else 0 for _, _, _, value in _cells]
 
 
 def _reader(addresses: list[int]) -> Callable[[], tuple]:
@@ -91,22 +147,78 @@ def _reader(addresses: list[int]) -> Callable[[], tuple]:
     return functools.partial(operator.itemgetter(*[(address - low) // 8 for address in addresses]), words)
 
 
-def _keep(name: str, space: dict, seen: set[int]) -> None:
-    if id(space) not in seen:
-        seen.add(id(space))
-        _kept.append((name, space, dict(space)))
+class _Keeper:
+    """A finder first on `sys.meta_path` that finds nothing itself: it asks the finders after it, and a module they
+    load from an installed file is kept (`_keep_module`) as soon as its code has run, before any other code can
+    change it (the modules torch imports lazily, or the student's code does, after the warm-up)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                loader = spec.loader
+                if type(spec.origin) is str and provenance.installed_file(spec.origin) \
+                        and hasattr(loader, "exec_module") and not isinstance(loader, _Keeping):
+                    spec.loader = _Keeping(loader)
+                return spec
+        return None
+
+
+class _Keeping:
+    """A loader's stand-in: the real loader runs the module, which is then kept."""
+
+    def __init__(self, loader: Any):
+        self.loader = loader
+
+    def __getattr__(self, name: str) -> Any:  # (resources, source, the rest: the real loader's)
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        # What installed code changes as it is imported is its own (importing torch._dynamo wraps torch.manual_seed):
+        # what was changed before is looked at first, and kept for the next look. (Once for an import and all
+        # those it makes: torch._dynamo brings hundreds of modules.)
+        global _depth
+        space = id(_module_globals(module))
+        _importing.add(space)  # (in sys.modules already, as the import system puts it there before its code runs)
+        if _depth == 0:
+            _pending.extend(changes(False))
+        _depth += 1
+        try:
+            self.loader.exec_module(module)
+        finally:
+            _depth -= 1
+            _keep_module(module.__name__, module)
+            _importing.discard(space)
+            if _depth == 0:
+                settle()
+
+
+_KEEPER = _Keeper()
 
 
 def settle() -> None:
-    """Take what changed since `take` as installed code's own (in a worker forked from the zygote, before the
-    student's module is imported: threading's locks made anew after the fork, the sandbox's own settings)."""
-    now = _read() if _read is not None else None
+    """Take what changed since the last look as installed code's own (in a worker forked from the zygote, before
+    the student's module is imported: threading's locks made anew after the fork, the sandbox's own settings;
+    after an installed module's import)."""
+    now = _read() if _read is not None else ()
     for i, (_, space, then) in enumerate(_kept):
-        if now is None or now[i] != _clean[i]:
+        if i >= len(now) or now[i] != _clean[i]:  # (one kept since the reader was made is as it was kept)
             then.clear()
             then.update(space)
-    if now is not None:
-        _clean[:] = now
+    for i, (function, variable, cell, _) in enumerate(_cells):
+        with contextlib.suppress(ValueError):
+            _cells[i] = (function, variable, cell, cell.cell_contents)
+    _read_again()
+
+
+#: What a look made before an import found (`_Keeping`), for the next look to give; the modules being imported.
+_pending: list[str] = []
+_importing: set[int] = set()
+_depth = 0
 
 
 def changes(put_back: bool) -> list[str]:
@@ -115,12 +227,61 @@ def changes(put_back: bool) -> list[str]:
     code's own (a module imported lazily, a cache of plain data, a warnings registry) is taken as the new state.
     Without dictionary versions only what is still changed is seen, and only with `put_back` (at a request's end:
     comparing every dictionary takes milliseconds)."""
+    found = _retargeted_functions(put_back) if provenance.retargeted or _retargeted else []
+    if _pending:
+        found[:0] = _pending
+        _pending.clear()
+    if _read_cells is not None and list(_read_cells()) != _clean_cells or _read_cells is None and put_back:
+        found += _changed_cells()
     if _read is None:
-        return _compare(range(len(_kept)), None, False) if put_back else []
+        return found + _compare(range(len(_kept)), None, False) if put_back else found
     now = _read()
     if list(now) == _clean:
-        return []
-    return _compare([i for i, (a, b) in enumerate(zip(now, _clean)) if a != b], now, put_back)
+        return found
+    return found + _compare([i for i, (a, b) in enumerate(zip(now, _clean)) if a != b], now, put_back)
+
+
+def _changed_cells() -> list[str]:
+    """Each captured variable of an installed function that holds what installed code would not have put there
+    (`function's captured name`); another value that installed code could have is taken as the new state."""
+    found = []
+    for i, (function, variable, cell, before) in enumerate(_cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            value = _GONE
+        if value is before:
+            continue
+        if _redirected(before, value) or not installed_own(value, depth=3):
+            found.append(f"{function}'s captured {variable}")
+        else:
+            _cells[i] = (function, variable, cell, value)
+            if _clean_cells:
+                _clean_cells[i] = id(value) if value is not _GONE else 0
+    return found
+
+
+#: Installed functions whose code or defaults were set (provenance's audit hook), by (id, attribute): the function,
+#: the attribute and its value before.
+_retargeted: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+
+
+def _retargeted_functions(put_back: bool) -> list[str]:
+    """Each installed function whose code or defaults are not what they were (`name.__code__`): torch's code calls
+    it by the same name and runs what it now holds; with `put_back`, one changed and put back too."""
+    while provenance.retargeted:
+        function, attribute, before = provenance.retargeted.pop(0)
+        _retargeted.setdefault((id(function), attribute), (function, attribute, before))
+    found = []
+    for key, (function, attribute, before) in list(_retargeted.items()):
+        name = f"{getattr(function, '__module__', '?')}.{function.__qualname__}.{attribute}"
+        if getattr(function, attribute) is not before:
+            found.append(name)
+        else:
+            del _retargeted[key]
+            if put_back:
+                found.append(f"{name} (set and put back)")
+    return found
 
 
 def _compare(moved: Any, now: list[int] | None, put_back: bool) -> list[str]:
@@ -133,12 +294,12 @@ def _compare(moved: Any, now: list[int] | None, put_back: bool) -> list[str]:
                 wrong.append(f"a key of type {type(key).__name__}")
             elif space.get(key, _GONE) is not then.get(key, _GONE):
                 differ.append(key)
-                if not installed_own(space.get(key, _GONE), depth=3) or _code(then.get(key)):
+                if _changed_wrongly(space, key, then.get(key)):
                     wrong.append(key)
         if wrong:
             found += [f"{name}.{key}" for key in wrong]
             continue  # (still wrong at the next look, until put back)
-        if not differ and put_back:
+        if not differ and put_back and space is not sys.modules:  # (the import system moves each module it imports)
             found.append(f"{name} (a value set and put back)")
         for key in differ:
             value = space.get(key, _GONE)
@@ -198,10 +359,29 @@ def _python_or_none(kind: type, name: str) -> bool:
     return True
 
 
-def _code(value: Any) -> bool:
-    """Whether `value` is code (a function, class, module, builtin, callable): another value in its place sends
-    torch's code elsewhere (`torch.relu = F.pad`), where plain data would not."""
-    return value is not None and (callable(value) or issubclass(type(value), types.ModuleType))
+def _changed_wrongly(space: dict, key: str, then: Any) -> bool:
+    """Whether `space[key]` (`_GONE`: deleted) is not what installed code would have made of `then`: in place of
+    code, anything else; a value that is not installed code's own; in `sys.modules`, a module of an installed
+    package's name, or one that claims an installed file, that was not imported from it (`_Keeper`)."""
+    value = space.get(key, _GONE)
+    if _redirected(then, value):
+        return True
+    if space is sys.modules:
+        if value is None or value is _GONE:
+            return False
+        if not issubclass(type(value), types.ModuleType):
+            return True
+        kept = id(_module_globals(value)) in _spaces or id(_module_globals(value)) in _importing
+        return not kept and (_installed_module(value) or key.split(".")[0] in _PACKAGES)
+    return not installed_own(value, depth=3)
+
+
+def _redirected(before: Any, value: Any) -> bool:
+    """Whether `value` in place of `before`, code (a function, class, module, builtin, callable), sends torch's code
+    elsewhere unwatched (`torch.relu = F.pad`): anything but a Python function of code not installed, which runs
+    as the student's where it is called (a profile hook sees it)."""
+    code = before is not None and (callable(before) or issubclass(type(before), types.ModuleType))
+    return code and not (type(value) is types.FunctionType and not provenance.installed(value.__code__))
 
 
 def _installed_class(kind: type) -> bool:

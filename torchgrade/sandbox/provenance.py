@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import types
 from typing import Any
 
 #: Files under which code may have been compiled or built at run time by someone else: never "installed".
@@ -101,6 +102,10 @@ _EVENTS = frozenset({"exec", "compile", "code.__new__", "object.__setattr__"})
 #: the request it happened in). (Setting `__name__` is audited; setting an ordinary attribute of a class is not.)
 NODE_CLASSES: tuple[type, ...] = ()
 renamed_nodes: list[str] = []
+#: Each installed function whose code or defaults were set at run time, with the attribute and its value before
+#: (an audited event; torchgrade.sandbox.installed_state charges it where torch's code runs for a seen call).
+retargeted: list[tuple[Any, str, Any]] = []
+_RETARGETING = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -110,11 +115,14 @@ def _audit(event: str, args: tuple) -> None:
     if event == "exec":
         _executed(args[0])
         return
-    if event == "object.__setattr__":  # (a class's special attribute set, and object.__setattr__ called as such)
+    if event == "object.__setattr__":  # (a class's special attribute set, a function's code or defaults, ...)
         try:
             if args[1] == "__name__" and isinstance(args[0], type) and NODE_CLASSES \
                     and issubclass(args[0], NODE_CLASSES):
                 renamed_nodes.append(str(args[2]))
+            elif args[1] in _RETARGETING and type(args[0]) is types.FunctionType and installed(args[0].__code__) \
+                    and not installed(sys._getframe(1).f_code):  # (not set by installed code: a namedtuple's own)
+                retargeted.append((args[0], args[1], getattr(args[0], args[1])))  # (before it is set)
         except Exception:
             pass
         return

@@ -114,6 +114,8 @@ class CallRecorder(TorchFunctionMode):
         self._walks: dict[Any, tuple] = {}
         #: The entry points already named in `calls` by their dotted names.
         self._named_funcs: set[Any] = set()
+        #: How many callbacks of the student's code ran inside calls the mode saw (`_callbacks`).
+        self.callbacks = 0
 
     def reset(self) -> None:
         """Forget what was recorded (each request starts afresh)."""
@@ -155,22 +157,24 @@ class CallRecorder(TorchFunctionMode):
                     _REAL["_enable_record_function"](True)
             self.marked += 1
             _charge_nodes_named_as_torchs(self, sys._getframe(1))
-            with self.range(self.marker):
-                return self._torchs_python(func, args, kwargs, sys._getframe(1))
+            with self.range(self.marker):  # (recorded: outside a node's own formula every operator is charged)
+                return func(*args, **(kwargs or {}))
         finally:
             _set_profile(previous)
 
     def _torchs_python(self, func: Any, args: tuple, kwargs: dict | None, caller: Any) -> Any:
-        """Run a seen call whose work is torch's Python code (a function of torch's; autograd's `backward`):
-        what that code reads of installed code's state is torch's only as torch left it (installed_state).
-        Before, a value the student's code set there is a refused entry; after, so is one set there, or set and
-        put back, while it ran (by a callback of the student's, a thread). (A call of torch's C++ alone runs no
-        Python code to read it.)"""
+        """Run a seen call whose work is torch's Python code, unrecorded: what that code reads of installed code's
+        state is torch's only as torch left it (installed_state). Before, a value the student's code set there is
+        a refused entry; after, so is one set there, or set and put back, while it ran, where anything of the
+        student's could run meanwhile (a callback of theirs, another thread). (A call of torch's C++ alone runs
+        no Python code to read it; autograd's `backward` is recorded whole.)"""
         self._charge_changes(installed_state.changes(False), caller)
+        callbacks = self.callbacks
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            self._charge_changes(installed_state.changes(True), caller)
+            if self.callbacks != callbacks or len(sys._current_frames()) > 1:
+                self._charge_changes(installed_state.changes(True), caller)
 
     def _charge_changes(self, changes: list[str], caller: Any) -> None:
         """A refused entry for each change of installed code's state that is not its own (installed_state)."""
@@ -380,6 +384,7 @@ def _callbacks(mode: CallRecorder, own: Any = None, recording: bool = False) -> 
                 if event == "call" and not files.get(frame.f_code.co_filename) \
                         and not provenance.installed(frame.f_code):
                     state[0] = frame
+                    mode.callbacks += 1
                     if frame.f_code is not own:
                         torch._C._push_on_torch_function_stack(mode)
                     depth = torch._C._len_torch_function_stack()
