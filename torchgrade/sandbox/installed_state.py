@@ -1,19 +1,20 @@
-"""What the student's code changed of installed code's state: the globals of installed modules and the attributes
-of their classes.
+"""What the student's code changed of installed code's state, which torch's own Python code reads as it runs.
 
 The watch excuses the operators of a call the mode saw as torch's own implementation (torchgrade.sandbox.recorder).
-Torch's Python code that runs for such a call reads module globals and class attributes as it goes (`F.relu`
-calls `torch.relu`, `Tensor.__len__` reads `self.shape`); a student who sets one of them to a partial over a
-forbidden operator, and puts it back afterwards, would have that operator pass for torch's (issue 47,
-tests/hostile/installed_state.py). So, before any student code runs (`take`), the dictionaries of every installed
-module and of its classes are kept, with where CPython keeps each one's version (PEP 509: it changes with
-every change of the dictionary, even one put back). `changes` compares them cheaply (the versions) and, where one
-moved, by content: a value that is not installed code's own (plain data, an installed module, function or class)
-is a change the student made; and a value set and put back while a request ran is one too.
+Torch's Python code that runs for such a call reads module globals, class attributes, `sys.modules` and the
+variables its closures captured as it goes (`F.relu` calls `torch.relu`, `Tensor.__len__` reads `self.shape`); a
+student who sets one of them to a partial over a forbidden operator, and puts it back afterwards, would have that
+operator pass for torch's (issue 47, tests/hostile/installed_state.py). So, before any student code runs (`take`),
+the dictionaries of every installed module and of its classes are kept, with where CPython keeps each one's
+version (PEP 509: it changes with every change of the dictionary, even one put back), and so are the cells of the
+installed functions found there; a module imported later is kept as its import leaves it (`_Keeper`), and an
+installed function's code or defaults set at run time is an audited event (provenance). `changes` compares them
+cheaply (the versions and cells read in one C call each) and, where one moved, by content: a value that installed
+code would not have set is a change the student made; and so is, where asked, a value set and put back.
 
-Not watched: modules imported after `take` (torch imports little lazily once warmed up), the grader's own modules,
-classes nested in others. Where CPython has no dictionary versions (3.14; another implementation), only what is
-still changed at a look is seen.
+Not kept: the grader's own modules, `sys`'s attributes, classes nested in others, closures made at run time.
+Where CPython has no dictionary versions (3.14; another implementation), every look compares everything by
+content (milliseconds), and only what is still changed is seen.
 """
 
 from __future__ import annotations
@@ -231,10 +232,10 @@ def changes(put_back: bool) -> list[str]:
     if _pending:
         found[:0] = _pending
         _pending.clear()
-    if _read_cells is not None and list(_read_cells()) != _clean_cells or _read_cells is None and put_back:
+    if _read_cells is None or list(_read_cells()) != _clean_cells:
         found += _changed_cells()
-    if _read is None:
-        return found + _compare(range(len(_kept)), None, False) if put_back else found
+    if _read is None:  # (every dictionary by content, some milliseconds: only what is still changed is seen)
+        return found + _compare(range(len(_kept)), None, False)
     now = _read()
     if list(now) == _clean:
         return found
