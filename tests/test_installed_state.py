@@ -17,11 +17,11 @@ from torchgrade.sandbox import installed_state
 @pytest.fixture
 def kept(monkeypatch):
     """An installed module of the test's own (a class in it), kept as `take` keeps modules before student code."""
-    module = types.ModuleType("fake_installed")
+    module = types.ModuleType("torch.fake_installed")
     module.__file__ = os.path.join(sysconfig.get_paths()["purelib"], "fake_installed.py")
     module.limit = 3
-    module.Kind = type("Kind", (), {"__module__": "fake_installed", "size": 1})
-    monkeypatch.setitem(sys.modules, "fake_installed", module)
+    module.Kind = type("Kind", (), {"__module__": "torch.fake_installed", "size": 1})
+    monkeypatch.setitem(sys.modules, "torch.fake_installed", module)
     module.managed = contextlib.contextmanager(lambda: iter([None]))  # (a closure of installed code's)
     for name, empty in (("_kept", []), ("_clean", []), ("_spaces", set()), ("_PACKAGES", set()), ("_read", None),
                         ("_cells", []), ("_clean_cells", []), ("_read_cells", None), ("_functions", set())):
@@ -35,7 +35,7 @@ def kept(monkeypatch):
 def test_a_value_that_is_not_installed_codes_own_is_named_at_every_look_while_it_stays(kept):
     kept.limit = functools.partial(torch.relu)
     kept.Kind.size = property(len)
-    expected = ["fake_installed.limit", "fake_installed.Kind.size"]
+    expected = ["torch.fake_installed.limit", "torch.fake_installed.Kind.size"]
     assert installed_state.changes(False) == expected
     assert installed_state.changes(True) == expected  # (not taken as the new state)
     kept.limit, kept.Kind.size = 3, 1
@@ -48,7 +48,7 @@ def test_a_value_set_and_put_back_since_the_last_look_is_named_where_a_request_e
     assert installed_state.changes(False) == []  # (a look before torch's code runs: only what is still changed)
     kept.limit = functools.partial(torch.relu)
     kept.limit = 3
-    assert installed_state.changes(True) == ["fake_installed (a value set and put back)"]
+    assert installed_state.changes(True) == ["torch.fake_installed (a value set and put back)"]
     assert installed_state.changes(True) == []  # (named once)
 
 
@@ -59,7 +59,7 @@ def test_a_change_installed_code_makes_itself_is_taken_as_the_new_state(kept):
     assert installed_state.changes(True) == []
     kept.registry = {"once": (1, "a")}
     kept.other = [torch.relu]  # (a builtin in a container is read through: not plain)
-    assert installed_state.changes(True) == ["fake_installed.other"]
+    assert installed_state.changes(True) == ["torch.fake_installed.other"]
 
 
 def test_a_module_or_class_of_the_students_is_not_installed_codes_own(kept, tmp_path, monkeypatch):
@@ -68,13 +68,13 @@ def test_a_module_or_class_of_the_students_is_not_installed_codes_own(kept, tmp_
     monkeypatch.setitem(sys.modules, "students", students)
     kept.torch = students
     kept.Tensor = type("Tensor", (), {"__module__": "students"})
-    assert installed_state.changes(False) == ["fake_installed.torch", "fake_installed.Tensor"]
+    assert installed_state.changes(False) == ["torch.fake_installed.torch", "torch.fake_installed.Tensor"]
 
 
 def test_without_dictionary_versions_what_stays_changed_is_still_seen(kept, monkeypatch):
     monkeypatch.setattr(installed_state, "_read", None)
     kept.limit = functools.partial(torch.relu)
-    assert installed_state.changes(False) == ["fake_installed.limit"]
+    assert installed_state.changes(False) == ["torch.fake_installed.limit"]
     kept.limit = functools.partial(torch.relu)
     kept.limit = 3
     assert installed_state.changes(True) == []  # (set and put back: not seen without versions)

@@ -41,8 +41,9 @@ _CONTAINERS = frozenset({tuple, list, set, frozenset, dict})
 _flags = type.__dict__["__flags__"].__get__
 _attributes = type.__dict__["__dict__"].__get__
 
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 #: Modules whose globals change as the sandbox runs (sys: its streams, set for each request).
-_NOT_KEPT = frozenset({"__main__", "sys"})
+_NOT_KEPT = frozenset({"__main__", "__mp_main__", "sys"})
 #: What `take` kept: (name, dictionary, its values as last found clean), one of each dictionary.
 _kept: list[tuple[str, dict, dict]] = []
 _spaces: set[int] = set()
@@ -98,21 +99,29 @@ def _keep_module(name: str, module: Any) -> None:
     except TypeError:
         return
     _keep(name, space)
-    _PACKAGES.add(name.split(".")[0])
+    top = name.split(".")[0]
+    _PACKAGES.add(top)
+    if top != "torch" and top not in _STDLIB:  # (the classes of numpy, sympy and the rest: torch's code keeps to
+        return                                 # its own and the standard library's, and a look reads each one)
+    torchs = top == "torch"  # (closures: torch's only, 6,000 cells of 10,000, each read at a look)
     for value in list(space.values()):
-        if issubclass(type(value), type) and _module_of(value) == name and _flags(value) & _HEAP:
+        kind = type(value)
+        if kind is types.FunctionType:
+            if torchs and value.__closure__:
+                _keep_cells(value)
+        elif issubclass(kind, type) and _module_of(value) == name and _flags(value) & _HEAP:
             for attributes in gc.get_referents(_attributes(value)):  # (the dictionary behind the proxy)
                 if type(attributes) is dict:
                     _keep(f"{name}.{value.__qualname__}", attributes)
-                    for member in list(attributes.values()):
-                        _keep_cells(getattr(member, "__func__", member))
-        else:
-            _keep_cells(value)
+                    if torchs:
+                        for member in list(attributes.values()):
+                            function = getattr(member, "__func__", member)  # (a static or class method's too)
+                            if type(function) is types.FunctionType and function.__closure__:
+                                _keep_cells(function)
 
 
-def _keep_cells(function: Any) -> None:
-    if type(function) is types.FunctionType and function.__closure__ and function not in _functions \
-            and provenance.installed(function.__code__):
+def _keep_cells(function: types.FunctionType) -> None:
+    if function not in _functions and provenance.installed(function.__code__):
         _functions.add(function)
         name = f"{function.__globals__.get('__name__')}.{function.__code__.co_name}"  # (not a wrapped one's name)
         for variable, cell in zip(function.__code__.co_freevars, function.__closure__):
@@ -210,10 +219,16 @@ def settle() -> None:
         if i >= len(now) or now[i] != _clean[i]:  # (one kept since the reader was made is as it was kept)
             then.clear()
             then.update(space)
-    for i, (function, variable, cell, _) in enumerate(_cells):
-        with contextlib.suppress(ValueError):
-            _cells[i] = (function, variable, cell, cell.cell_contents)
-    _read_again()
+    pointers = _read_cells() if _read_cells is not None else ()
+    for i, (function, variable, cell, before) in enumerate(_cells):
+        if i >= len(pointers) or pointers[i] != _clean_cells[i]:
+            with contextlib.suppress(ValueError):
+                _cells[i] = (function, variable, cell, cell.cell_contents)
+    if len(now) == len(_kept) and len(pointers) == len(_cells):
+        _clean[:] = now
+        _clean_cells[:] = pointers
+    else:
+        _read_again()
 
 
 #: What a look made before an import found (`_Keeping`), for the next look to give; the modules being imported.
