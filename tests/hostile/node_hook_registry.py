@@ -3,14 +3,15 @@
 # the hook kept by a registry of the student's own. Autograd's C++ looks up `torch.autograd.Function._register_hook`
 # at each `grad_fn.register_hook`: a registry set on the class and taken away again between the watch's looks
 # (setting a class's attribute is not an audited event) keeps a hook of C builtins unwrapped.
-# Holds because: the registry is a data descriptor of the class's metaclass (recorder._NodeHookRegistry), which wins
-# over anything set on the class or its bases; setting it is refused and charged, and the metaclass can be neither
-# changed nor replaced (it is made an immutable type). It forged 3.81 of view's 4 points before (issue 47).
+# Holds because: the sandbox sets the registry on torch.autograd.Function itself and makes that class and its
+# metaclass immutable types (recorder.guard_switches): `type.__setattr__` raises, and the hook goes through the
+# grader's registry, which makes it a refused entry. It forged 3.81 of view's 4 points before (issue 47).
 import collections
 import functools
-import itertools
 
 import torch
+
+import hostile_kit as kit
 
 
 def _keep(hooks, hook):
@@ -20,18 +21,14 @@ def _keep(hooks, hook):
 
 
 def view(x, *shape):
-    out = []
-    steps = itertools.chain(itertools.starmap(torch.sum, [(x,)]),
-                            itertools.starmap(getattr(torch.Tensor, "vi" + "ew"), [(x, *shape)]))
-    key = functools.partial(next, map(bool, map(out.append, steps)))
-    src = torch.zeros(1, requires_grad=True)
-    y = src * 2
+    key, out = kit.frameless_chain((torch.sum, x), (getattr(torch.Tensor, "vi" + "ew"), x, *shape))
+    y = torch.zeros(1, requires_grad=True) * 2
     registry = torch.autograd.Function
     try:
         type.__setattr__(registry, "_register_hook", staticmethod(_keep))
     except Exception:
         pass
-    try:
+    try:  # (a post-hook gets grad_inputs and grad_outputs: `max` calls the key on each, and gives one back)
         y.grad_fn.register_hook(functools.partial(max, key=key))
     finally:
         try:
