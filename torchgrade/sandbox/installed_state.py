@@ -104,18 +104,11 @@ def _keep_module(name: str, module: Any) -> None:
     if top != "torch" and top not in _STDLIB:  # (the classes of numpy, sympy and the rest: torch's code keeps to
         return                                 # its own and the standard library's, and a look reads each one)
     torchs = top == "torch"  # (closures: torch's only, 6,000 cells of 10,000, each read at a look)
-    for key, value in list(space.items()):
+    for value in list(space.values()):
         kind = type(value)
         if kind is types.FunctionType:
             if torchs and value.__closure__:
                 _keep_cells(value)
-        elif torchs and _flags(kind) & _HEAP and not issubclass(kind, (type, types.ModuleType)):
-            # An object of torch's held in a global (torch._tensor_str.PRINT_OPTS, a dispatcher's registry): its
-            # attributes, one level (read without calling anything of its own).
-            with contextlib.suppress(Exception):
-                attributes = object.__getattribute__(value, "__dict__")
-                if type(attributes) is dict:
-                    _keep(f"{name}.{key}", attributes)
         elif issubclass(kind, type) and _module_of(value) == name and _flags(value) & _HEAP:
             for attributes in gc.get_referents(_attributes(value)):  # (the dictionary behind the proxy)
                 if type(attributes) is dict:
