@@ -135,3 +135,12 @@ def test_a_variable_an_installed_closure_captured_set_to_what_installed_code_wou
     assert installed_state.changes(False) == ["contextlib.helper's captured func"]
     cell.cell_contents = lambda: iter([None])  # (a Python function: what it runs is watched)
     assert installed_state.changes(False) == []
+
+
+def test_the_graders_own_line_trace_in_threading_is_not_a_change_of_the_students(kept):
+    """`torchgrade audit` traces lines (linetrace.LineTrace sets threading's trace hook around a request)."""
+    import threading
+    from torchgrade.sandbox.linetrace import LineTrace
+    with LineTrace("/nowhere/") as trace:
+        assert threading._trace_hook is not None and installed_state.changes(True) == [], trace
+    assert installed_state.changes(True) == []

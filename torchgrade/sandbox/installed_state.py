@@ -19,7 +19,6 @@ content (milliseconds), and only what is still changed is seen.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import gc
@@ -42,6 +41,8 @@ _flags = type.__dict__["__flags__"].__get__
 _attributes = type.__dict__["__dict__"].__get__
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+#: Globals the grader itself sets around a request (the audit's line trace: torchgrade.sandbox.linetrace).
+_GRADERS = frozenset({("threading", "_trace_hook")})
 #: Modules whose globals change as the sandbox runs (sys: its streams, set for each request).
 _NOT_KEPT = frozenset({"__main__", "__mp_main__", "sys"})
 #: What `take` kept: (name, dictionary, its values as last found clean), one of each dictionary.
@@ -125,10 +126,15 @@ def _keep_cells(function: types.FunctionType) -> None:
         _functions.add(function)
         name = f"{function.__globals__.get('__name__')}.{function.__code__.co_name}"  # (not a wrapped one's name)
         for variable, cell in zip(function.__code__.co_freevars, function.__closure__):
-            try:
-                _cells.append((name, variable, cell, cell.cell_contents))
-            except ValueError:  # (not bound yet)
-                _cells.append((name, variable, cell, _GONE))
+            _cells.append((name, variable, cell, _contents(cell)))
+
+
+def _contents(cell: Any) -> Any:
+    """What a cell holds (`_GONE`: not bound yet)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _GONE
 
 
 def _keep(name: str, space: dict) -> None:
@@ -220,10 +226,9 @@ def settle() -> None:
             then.clear()
             then.update(space)
     pointers = _read_cells() if _read_cells is not None else ()
-    for i, (function, variable, cell, before) in enumerate(_cells):
+    for i, (function, variable, cell, _) in enumerate(_cells):
         if i >= len(pointers) or pointers[i] != _clean_cells[i]:
-            with contextlib.suppress(ValueError):
-                _cells[i] = (function, variable, cell, cell.cell_contents)
+            _cells[i] = (function, variable, cell, _contents(cell))
     if len(now) == len(_kept) and len(pointers) == len(_cells):
         _clean[:] = now
         _clean_cells[:] = pointers
@@ -241,8 +246,7 @@ def changes(put_back: bool) -> list[str]:
     """What was changed since the last look: each value that is not installed code's own (`name.key`), and, with
     `put_back`, each dictionary changed and put back as it was since the last look. A change that is installed
     code's own (a module imported lazily, a cache of plain data, a warnings registry) is taken as the new state.
-    Without dictionary versions only what is still changed is seen, and only with `put_back` (at a request's end:
-    comparing every dictionary takes milliseconds)."""
+    Without dictionary versions every dictionary is compared by content, and only what is still changed is seen."""
     found = _retargeted_functions(put_back) if provenance.retargeted or _retargeted else []
     if _pending:
         found[:0] = _pending
@@ -262,10 +266,7 @@ def _changed_cells() -> list[str]:
     (`function's captured name`); another value that installed code could have is taken as the new state."""
     found = []
     for i, (function, variable, cell, before) in enumerate(_cells):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            value = _GONE
+        value = _contents(cell)
         if value is before:
             continue
         if _redirected(before, value) or not installed_own(value, depth=3):
@@ -310,7 +311,7 @@ def _compare(moved: Any, now: list[int] | None, put_back: bool) -> list[str]:
                 wrong.append(f"a key of type {type(key).__name__}")
             elif space.get(key, _GONE) is not then.get(key, _GONE):
                 differ.append(key)
-                if _changed_wrongly(space, key, then.get(key)):
+                if (name, key) not in _GRADERS and _changed_wrongly(space, key, then.get(key)):
                     wrong.append(key)
         if wrong:
             found += [f"{name}.{key}" for key in wrong]
